@@ -1,0 +1,19 @@
+"""threadrecall: conversation memory for AI agents, with a Rust core."""
+
+from . import errors
+from .config import MemoryConfig, SemanticRecallConfig, WorkingMemoryConfig
+from .types import Message, MessageContent, QueryResult, RecallResult, Resource, Thread, ThreadPage
+
+__all__ = [
+    "errors",
+    "MemoryConfig",
+    "SemanticRecallConfig",
+    "WorkingMemoryConfig",
+    "Message",
+    "MessageContent",
+    "QueryResult",
+    "RecallResult",
+    "Resource",
+    "Thread",
+    "ThreadPage",
+]

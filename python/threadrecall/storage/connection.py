@@ -1,0 +1,96 @@
+"""One DuckDB database shared by the stores of a process: transactions, cursors, commit hooks.
+
+DuckDB allows one writer at a time per database. Writes are serialised by a re-entrant lock,
+and everything inside the outermost ``transaction()`` is one DuckDB transaction: it lands whole
+or not at all. Reads use a cursor per Python thread. Work that must follow a successful commit
+(updating in-memory indexes) is registered with ``on_commit``.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+import duckdb
+
+from ..errors import ConfigurationError
+
+__all__ = ["Database"]
+
+
+class Database:
+    """A DuckDB database file (or ``:memory:``) with serialised write transactions."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        try:
+            self._conn = duckdb.connect(self.path)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise ConfigurationError(
+                    f"the database {self.path} is open for writing in another process; "
+                    "DuckDB lets one process write a database file at a time"
+                ) from exc
+            raise
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._depth = 0
+        self._pending: list[Callable[[], None]] = []
+        self._writer: duckdb.DuckDBPyConnection | None = None
+        self._owner: int | None = None
+
+    @property
+    def in_memory(self) -> bool:
+        return self.path == ":memory:"
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """This thread's read cursor (inside a transaction: the transaction's connection)."""
+        if self._writer is not None and self._owner == threading.get_ident():
+            return self._writer
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            cur = self._local.cursor = self._conn.cursor()
+        return cur
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Serialise a write; nested calls join the outermost transaction."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self._writer  # type: ignore[misc]
+                finally:
+                    self._depth -= 1
+                return
+            writer = self._writer = self._conn.cursor()
+            self._owner = threading.get_ident()
+            writer.execute("BEGIN TRANSACTION")
+            self._depth = 1
+            try:
+                yield writer
+                writer.execute("COMMIT")
+            except BaseException:
+                self._pending.clear()
+                writer.execute("ROLLBACK")
+                raise
+            finally:
+                self._depth = 0
+                self._writer = self._owner = None
+            pending, self._pending = self._pending, []
+            for callback in pending:
+                callback()
+
+    def on_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` after the current transaction commits (now if none is open)."""
+        with self._lock:
+            if self._depth:
+                self._pending.append(callback)
+                return
+        callback()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

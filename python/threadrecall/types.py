@@ -1,0 +1,275 @@
+"""The value types of threadrecall: threads, messages, resources and results.
+
+All are frozen dataclasses with ``to_dict()`` / ``from_dict()`` for JSON. Times are timezone-aware
+UTC ``datetime``s; naive input is taken as UTC.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+__all__ = [
+    "Role",
+    "MessageContent",
+    "Message",
+    "Thread",
+    "Resource",
+    "RecallResult",
+    "ThreadPage",
+    "QueryResult",
+    "IndexStats",
+    "to_utc",
+    "parse_time",
+    "as_message",
+]
+
+Role = str  # "user" | "assistant" | "system" | "tool"
+ROLES = ("user", "assistant", "system", "tool")
+
+
+def to_utc(value: datetime) -> datetime:
+    """Return ``value`` as an aware UTC datetime (a naive one is taken as UTC)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def parse_time(value: datetime | str | int | float | None) -> datetime | None:
+    """Accept a datetime, an ISO-8601 string or epoch seconds; return aware UTC (or None)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return to_utc(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        return to_utc(datetime.fromisoformat(text))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, tz=timezone.utc)
+    raise TypeError(f"expected a datetime, an ISO-8601 string or epoch seconds, got {value!r}")
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+@dataclass(frozen=True)
+class MessageContent:
+    """A message's content: a list of parts (dicts) and an optional plain ``text``."""
+
+    parts: tuple[dict[str, Any], ...] = ()
+    text: str | None = None
+
+    @classmethod
+    def coerce(cls, value: Any) -> "MessageContent":
+        """Build content from a ``str``, a ``{"parts": [...], "text"?: ...}`` dict or itself."""
+        if isinstance(value, MessageContent):
+            return value
+        if value is None:
+            return cls()
+        if isinstance(value, str):
+            return cls(parts=({"type": "text", "text": value},))
+        if isinstance(value, Mapping):
+            parts = value.get("parts") or ()
+            if isinstance(parts, (str, bytes)) or not all(isinstance(p, Mapping) for p in parts):
+                raise TypeError("content parts must be a list of dicts")
+            text = value.get("text", value.get("content"))
+            if text is not None and not isinstance(text, str):
+                text = None
+            return cls(parts=tuple(dict(p) for p in parts), text=text)
+        if isinstance(value, (list, tuple)):
+            return cls(parts=tuple(dict(p) for p in value))
+        raise TypeError(f"message content must be a str or a dict with parts, got {type(value).__name__}")
+
+    @property
+    def plain_text(self) -> str:
+        """The searchable text: ``text`` when set, else the text parts joined by a space."""
+        if self.text and self.text.strip():
+            return self.text
+        return " ".join(
+            p["text"] for p in self.parts if p.get("type") == "text" and isinstance(p.get("text"), str)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"parts": [dict(p) for p in self.parts]}
+        if self.text is not None:
+            out["text"] = self.text
+        return out
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a thread."""
+
+    id: str
+    thread_id: str
+    resource_id: str | None
+    role: Role
+    content: MessageContent
+    created_at: datetime
+    type: str = "text"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The searchable text of the message."""
+        return self.content.plain_text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "thread_id": self.thread_id,
+            "resource_id": self.resource_id,
+            "role": self.role,
+            "content": self.content.to_dict(),
+            "created_at": _iso(self.created_at),
+            "type": self.type,
+            "metadata": dict(self.metadata),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Message":
+        return cls(
+            id=data["id"],
+            thread_id=data["thread_id"],
+            resource_id=data.get("resource_id"),
+            role=data["role"],
+            content=MessageContent.coerce(data.get("content")),
+            created_at=parse_time(data["created_at"]),
+            type=data.get("type") or "text",
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+
+def as_message(value: Message | Mapping[str, Any]) -> Message | dict[str, Any]:
+    """Return a Message unchanged, or a dict normalised to Message's keys (missing keys absent).
+
+    Ids and times may still be missing; the caller fills them in.
+    """
+    if isinstance(value, Message):
+        return value
+    if not isinstance(value, Mapping):
+        raise TypeError(f"a message must be a Message or a dict, got {type(value).__name__}")
+    return dict(value)
+
+
+@dataclass(frozen=True)
+class Thread:
+    """A conversation, owned by one resource (a user, an account...)."""
+
+    id: str
+    resource_id: str
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "resource_id": self.resource_id,
+            "title": self.title,
+            "metadata": dict(self.metadata),
+            "created_at": _iso(self.created_at),
+            "updated_at": _iso(self.updated_at),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Thread":
+        return cls(
+            id=data["id"],
+            resource_id=data["resource_id"],
+            title=data.get("title") or "",
+            metadata=dict(data.get("metadata") or {}),
+            created_at=parse_time(data.get("created_at")),
+            updated_at=parse_time(data.get("updated_at")),
+        )
+
+
+@dataclass(frozen=True)
+class Resource:
+    """The owner of threads; holds resource-scoped working memory."""
+
+    id: str
+    working_memory: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "working_memory": self.working_memory,
+            "metadata": dict(self.metadata),
+            "created_at": _iso(self.created_at),
+            "updated_at": _iso(self.updated_at),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Resource":
+        return cls(
+            id=data["id"],
+            working_memory=data.get("working_memory"),
+            metadata=dict(data.get("metadata") or {}),
+            created_at=parse_time(data.get("created_at")),
+            updated_at=parse_time(data.get("updated_at")),
+        )
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """What ``Memory.recall`` returns."""
+
+    messages: list[Message]
+    total: int
+    page: int
+    per_page: int | bool
+    has_more: bool
+    usage: dict[str, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "messages": [m.to_dict() for m in self.messages],
+            "total": self.total,
+            "page": self.page,
+            "per_page": self.per_page,
+            "has_more": self.has_more,
+            "usage": self.usage,
+        }
+
+
+@dataclass(frozen=True)
+class ThreadPage:
+    """A page of threads from ``Memory.list_threads``."""
+
+    threads: list[Thread]
+    total: int
+    page: int
+    per_page: int | bool
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """One vector-search hit; ``score`` is larger when closer (cosine similarity)."""
+
+    id: str
+    score: float
+    metadata: dict[str, Any]
+    vector: Any = None
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    dimension: int
+    metric: str
+    count: int
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON used for every stored JSON column."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
