@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import duckdb
 
@@ -90,6 +90,25 @@ class Database:
                 self._pending.append(callback)
                 return
         callback()
+
+    def migrate(self, component: str, steps: Sequence[str]) -> None:
+        """Bring ``component``'s tables forward: run the SQL steps not yet applied, in order.
+
+        ``steps[i]`` takes the component from version ``i`` to ``i + 1``; steps are only ever
+        appended, never edited, so every database moves forward along the same path.
+        """
+        with self.transaction() as tx:
+            tx.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+            )
+            row = tx.execute("SELECT version FROM schema_version WHERE component = ?", [component]).fetchone()
+            current = row[0] if row else 0
+            for step in steps[current:]:
+                tx.execute(step)
+            if current < len(steps):
+                tx.execute(
+                    "INSERT OR REPLACE INTO schema_version VALUES (?, ?)", [component, len(steps)]
+                )
 
     def close(self) -> None:
         with self._lock:
