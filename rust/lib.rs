@@ -3,8 +3,10 @@
 //! The core knows nothing of Python; `py` (behind the `python` feature) is the only binding.
 
 pub mod error;
+pub mod filter;
 
 #[cfg(feature = "python")]
 mod py;
 
 pub use error::{CoreError, Result};
+pub use filter::{Filter, Input, Record, Value};
