@@ -67,14 +67,22 @@ def thread_filter_sql(metadata: Mapping[str, Any], column: str = "metadata") -> 
 
 
 def _number_sql(column: str, path: str, value: int | float, params: list[Any]) -> str:
+    """Exact numeric equality, as Python compares ints and floats.
+
+    An integer literal is compared by its text (exact at any size, even past 64 bits, where
+    DuckDB types it DOUBLE); a real literal by its double value.
+    """
     kind = f"json_type({column}, {path})"
+    text = f"json_extract({column}, {path})::VARCHAR"
+    int_literal = f"({kind} IN {_INTS} OR ({kind} = 'DOUBLE' AND regexp_full_match({text}, '-?[0-9]+')))"
+    real_literal = f"({kind} = 'DOUBLE' AND NOT regexp_full_match({text}, '-?[0-9]+'))"
     options = []
     as_int = value if isinstance(value, int) else (int(value) if value.is_integer() else None)
-    if as_int is not None and abs(as_int) < 2**127:
-        options.append(f"({kind} IN {_INTS} AND json_extract({column}, {path})::HUGEINT = ?::HUGEINT)")
+    if as_int is not None:
+        options.append(f"({int_literal} AND {text} = ?)")
         params.append(str(as_int))
     if float(value) == value:  # exactly representable as a double
-        options.append(f"({kind} = 'DOUBLE' AND json_extract({column}, {path})::DOUBLE = ?)")
+        options.append(f"({real_literal} AND json_extract({column}, {path})::DOUBLE = ?)")
         params.append(float(value))
     return "(" + " OR ".join(options) + ")" if options else "FALSE"
 
