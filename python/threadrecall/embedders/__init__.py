@@ -7,6 +7,7 @@ any of them; ``shared_cache`` gives one per embedder for the whole process).
 """
 
 from .base import Embedder
+from .cache import CachedEmbedder, shared_cache
 from .hash import HashEmbedder
 
-__all__ = ["Embedder", "HashEmbedder"]
+__all__ = ["Embedder", "HashEmbedder", "CachedEmbedder", "shared_cache"]
