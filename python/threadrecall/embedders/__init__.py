@@ -9,5 +9,6 @@ any of them; ``shared_cache`` gives one per embedder for the whole process).
 from .base import Embedder
 from .cache import CachedEmbedder, shared_cache
 from .hash import HashEmbedder
+from .local import LocalEmbedder
 
-__all__ = ["Embedder", "HashEmbedder", "CachedEmbedder", "shared_cache"]
+__all__ = ["Embedder", "HashEmbedder", "LocalEmbedder", "CachedEmbedder", "shared_cache"]
