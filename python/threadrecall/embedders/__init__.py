@@ -10,5 +10,6 @@ from .base import Embedder
 from .cache import CachedEmbedder, shared_cache
 from .hash import HashEmbedder
 from .local import LocalEmbedder
+from .openai import OpenAIEmbedder
 
-__all__ = ["Embedder", "HashEmbedder", "LocalEmbedder", "CachedEmbedder", "shared_cache"]
+__all__ = ["Embedder", "HashEmbedder", "LocalEmbedder", "OpenAIEmbedder", "CachedEmbedder", "shared_cache"]
