@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from threadrecall.embedders import CachedEmbedder, HashEmbedder, LocalEmbedder
 
 SEED = 1234
@@ -21,8 +20,32 @@ sys.path.insert(0, str(Path(__file__).parent))
 def short_texts(count: int, seed: int = SEED) -> list[str]:
     """Chat-like messages of 5 to 15 words from a small vocabulary (seeded)."""
     rng = np.random.default_rng(seed)
-    words = ("the a meeting project deadline budget cat coffee tomorrow we should review "
-             "plan send email call notes report launch customer bug fix deploy friday").split()
+    words = [
+        "the",
+        "a",
+        "meeting",
+        "project",
+        "deadline",
+        "budget",
+        "cat",
+        "coffee",
+        "tomorrow",
+        "we",
+        "should",
+        "review",
+        "plan",
+        "send",
+        "email",
+        "call",
+        "notes",
+        "report",
+        "launch",
+        "customer",
+        "bug",
+        "fix",
+        "deploy",
+        "friday",
+    ]
     return [" ".join(rng.choice(words, size=rng.integers(5, 16))) for _ in range(count)]
 
 

@@ -38,8 +38,9 @@ def _erf(x: np.ndarray) -> np.ndarray:
     sign = np.sign(x)
     x = np.abs(x)
     t = 1.0 / (1.0 + 0.3275911 * x)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027
-                                                                         + t * 1.061405429))))
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
     return sign * (1.0 - poly * np.exp(-x * x))
 
 
@@ -64,9 +65,11 @@ class MiniLMReference:
     def __call__(self, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         w = self.w
         batch, length = input_ids.shape
-        x = (w["embeddings.word_embeddings.weight"][input_ids]
-             + w["embeddings.position_embeddings.weight"][:length]
-             + w["embeddings.token_type_embeddings.weight"][0])
+        x = (
+            w["embeddings.word_embeddings.weight"][input_ids]
+            + w["embeddings.position_embeddings.weight"][:length]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
         blocked = (1.0 - mask[:, None, None, :].astype(np.float32)) * -1e9
         head = x.shape[-1] // self.heads
@@ -83,11 +86,16 @@ class MiniLMReference:
             scores = np.exp(scores - scores.max(-1, keepdims=True))
             scores /= scores.sum(-1, keepdims=True)
             context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, length, -1)
-            x = _layer_norm(x + self._dense(context, f"{p}.attention.output.dense"),
-                            w[f"{p}.attention.output.LayerNorm.weight"],
-                            w[f"{p}.attention.output.LayerNorm.bias"])
+            x = _layer_norm(
+                x + self._dense(context, f"{p}.attention.output.dense"),
+                w[f"{p}.attention.output.LayerNorm.weight"],
+                w[f"{p}.attention.output.LayerNorm.bias"],
+            )
             hidden = self._dense(x, f"{p}.intermediate.dense")
             hidden = 0.5 * hidden * (1.0 + _erf(hidden / np.sqrt(2.0)))
-            x = _layer_norm(x + self._dense(hidden, f"{p}.output.dense"),
-                            w[f"{p}.output.LayerNorm.weight"], w[f"{p}.output.LayerNorm.bias"])
+            x = _layer_norm(
+                x + self._dense(hidden, f"{p}.output.dense"),
+                w[f"{p}.output.LayerNorm.weight"],
+                w[f"{p}.output.LayerNorm.bias"],
+            )
         return x.astype(np.float32)

@@ -6,7 +6,6 @@ import threading
 
 import numpy as np
 import pytest
-
 from threadrecall.embedders import CachedEmbedder, Embedder, HashEmbedder, shared_cache
 from threadrecall.errors import DimensionMismatchError, InvalidArgumentError
 

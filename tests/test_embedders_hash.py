@@ -6,7 +6,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from threadrecall.embedders import Embedder, HashEmbedder
 from threadrecall.errors import InvalidArgumentError
 
@@ -25,7 +24,7 @@ def test_satisfies_the_protocol():
 
 @pytest.mark.parametrize("dim", [1, 8, 384, 1536])
 def test_shape_dtype_and_unit_norm(dim):
-    texts = ["hello world", "", "   ", "¿Qué tal? 你好世界", "a" * 5000, "x"]
+    texts = ["hello world", "", "   ", "¿Qué tal? 你好世界", "a" * 5000, "x", "lone \ud800 surrogate"]
     vectors = HashEmbedder(dim=dim).embed(texts)
     assert vectors.shape == (len(texts), dim)
     assert vectors.dtype == np.float32
@@ -58,13 +57,19 @@ def test_stable_across_processes():
     )
     outputs = {
         subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
             env={"PYTHONHASHSEED": str(seed), "PATH": ""},
         ).stdout
         for seed in (1, 2)
     }
     assert len(outputs) == 1
-    assert outputs.pop().strip() == HashEmbedder(dim=16).embed(["stable vectors please"]).tobytes().hex()
+    assert (
+        outputs.pop().strip()
+        == HashEmbedder(dim=16).embed(["stable vectors please"]).tobytes().hex()
+    )
 
 
 def test_case_insensitive():
@@ -80,12 +85,14 @@ def test_seed_changes_the_vectors():
 
 def test_similarity_ordering():
     embedder = HashEmbedder()
-    anchor, near, partial, far = embedder.embed([
-        "the cat sat on the mat by the door",
-        "the cat sat on the mat near the door",
-        "the cat slept by the window",
-        "quarterly revenue grew in europe",
-    ])
+    anchor, near, partial, far = embedder.embed(
+        [
+            "the cat sat on the mat by the door",
+            "the cat sat on the mat near the door",
+            "the cat slept by the window",
+            "quarterly revenue grew in europe",
+        ]
+    )
     assert cosine(anchor, near) > cosine(anchor, partial) > cosine(anchor, far)
     assert abs(cosine(anchor, far)) < 0.2
 

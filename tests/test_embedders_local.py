@@ -7,7 +7,6 @@ import threading
 
 import numpy as np
 import pytest
-
 from threadrecall.embedders import Embedder, LocalEmbedder
 from threadrecall.embedders import local as local_module
 from threadrecall.errors import ConfigurationError, InvalidArgumentError

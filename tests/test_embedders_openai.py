@@ -8,9 +8,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
-
 from threadrecall.embedders import Embedder, HashEmbedder, OpenAIEmbedder
-from threadrecall.errors import ConfigurationError, DimensionMismatchError, InvalidArgumentError, ModelError
+from threadrecall.errors import (
+    ConfigurationError,
+    DimensionMismatchError,
+    InvalidArgumentError,
+    ModelError,
+)
 
 
 class FakeEmbeddingsServer:
@@ -24,14 +28,16 @@ class FakeEmbeddingsServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the stdlib's name
+            def do_POST(self):
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with server._lock:
-                    server.requests.append({
-                        "path": self.path,
-                        "headers": dict(self.headers),
-                        "body": json.loads(raw),
-                    })
+                    server.requests.append(
+                        {
+                            "path": self.path,
+                            "headers": dict(self.headers),
+                            "body": json.loads(raw),
+                        }
+                    )
                     scripted = server.script.pop(0) if server.script else None
                 status, body, headers = scripted or (200, server.answer(json.loads(raw)), {})
                 payload = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -54,11 +60,17 @@ class FakeEmbeddingsServer:
     def answer(self, body: dict) -> dict:
         texts = body["input"]
         vectors = HashEmbedder(dim=self.dim).embed(texts) * 3.0  # unnormalised on purpose
-        data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
-                for i, v in enumerate(vectors)]
+        data = [
+            {"object": "embedding", "index": i, "embedding": v.tolist()}
+            for i, v in enumerate(vectors)
+        ]
         tokens = sum(len(t.split()) for t in texts)
-        return {"object": "list", "data": data[::-1], "model": body["model"],
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        return {
+            "object": "list",
+            "data": data[::-1],
+            "model": body["model"],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -81,8 +93,11 @@ def make(server, **kwargs):
 
 
 def test_protocol_and_known_dimensions():
-    for model, dim in [("text-embedding-3-small", 1536), ("text-embedding-3-large", 3072),
-                       ("text-embedding-ada-002", 1536)]:
+    for model, dim in [
+        ("text-embedding-3-small", 1536),
+        ("text-embedding-3-large", 3072),
+        ("text-embedding-ada-002", 1536),
+    ]:
         embedder = OpenAIEmbedder(model, base_url="http://127.0.0.1:9/v1", api_key="k")
         assert embedder.dimension == dim and embedder.model_id == model
         assert isinstance(embedder, Embedder)
@@ -135,8 +150,10 @@ def test_retries_are_bounded(server):
     assert "gave up after 2 retries" in caught.value.hint
 
 
-@pytest.mark.parametrize("status, hint", [(400, "not retried"), (401, "API key"),
-                                          (404, "base_url"), (422, "not retried")])
+@pytest.mark.parametrize(
+    "status, hint",
+    [(400, "not retried"), (401, "API key"), (404, "base_url"), (422, "not retried")],
+)
 def test_other_4xx_is_not_retried(server, status, hint):
     server.script = [(status, {"error": {"message": "bad input"}}, {})]
     with pytest.raises(ModelError) as caught:
@@ -151,8 +168,14 @@ def test_connection_errors_are_retried_then_reported():
     with socket.socket() as sock:  # a port with nobody listening
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    embedder = OpenAIEmbedder("m", base_url=f"http://127.0.0.1:{port}/v1", api_key="k",
-                              dimension=4, max_retries=2, backoff=0)
+    embedder = OpenAIEmbedder(
+        "m",
+        base_url=f"http://127.0.0.1:{port}/v1",
+        api_key="k",
+        dimension=4,
+        max_retries=2,
+        backoff=0,
+    )
     with pytest.raises(ModelError) as caught:
         embedder.embed(["hello"])
     assert caught.value.status is None
@@ -192,17 +215,20 @@ def test_unknown_model_learns_its_dimension_from_the_first_call(server):
     assert len(server.requests) == 1
 
 
-@pytest.mark.parametrize("body", [
-    b"not json at all",
-    {"nothing": "here"},
-    {"data": "nope"},
-    {"data": []},
-    {"data": [{"index": 0, "embedding": "base64?"}]},
-    {"data": [{"index": 0}]},
-    {"data": [{"index": 0, "embedding": []}]},
-    {"data": [{"index": 0, "embedding": [1.0, "x"]}]},
-    {"data": [{"index": 0, "embedding": [1.0, float("nan")]}]},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json at all",
+        {"nothing": "here"},
+        {"data": "nope"},
+        {"data": []},
+        {"data": [{"index": 0, "embedding": "base64?"}]},
+        {"data": [{"index": 0}]},
+        {"data": [{"index": 0, "embedding": []}]},
+        {"data": [{"index": 0, "embedding": [1.0, "x"]}]},
+        {"data": [{"index": 0, "embedding": [1.0, float("nan")]}]},
+    ],
+)
 def test_malformed_body(server, body):
     server.script = [(200, body, {})]
     with pytest.raises(ModelError, match="malformed") as caught:
@@ -211,8 +237,13 @@ def test_malformed_body(server, body):
 
 
 def test_ragged_batch_is_malformed(server):
-    server.script = [(200, {"data": [{"index": 0, "embedding": [1.0, 0.0]},
-                                      {"index": 1, "embedding": [1.0]}]}, {})]
+    server.script = [
+        (
+            200,
+            {"data": [{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": [1.0]}]},
+            {},
+        )
+    ]
     with pytest.raises(ModelError, match="different lengths"):
         make(server).embed(["a", "b"])
 
@@ -249,9 +280,24 @@ def test_aembed_does_not_retry_400(server):
     assert len(server.requests) == 1
 
 
-@pytest.mark.parametrize("kwargs", [{"batch_size": 0}, {"max_retries": -1}, {"dimension": 0},
-                                    {"timeout": -1}, {"model": " "}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"batch_size": 0}, {"max_retries": -1}, {"dimension": 0}, {"timeout": -1}, {"model": " "}],
+)
 def test_bad_arguments(kwargs):
     model = kwargs.pop("model", "m")
     with pytest.raises(InvalidArgumentError):
         OpenAIEmbedder(model, base_url="http://127.0.0.1:9/v1", api_key="k", **kwargs)
+
+
+def test_isinstance_check_does_not_probe(server):
+    embedder = make(server, dimension=None)
+    assert isinstance(embedder, Embedder)
+    assert server.requests == []
+
+
+def test_context_manager_closes_the_client(server):
+    with make(server) as embedder:
+        embedder.embed(["x"])
+    assert embedder._client is None
+    assert embedder.embed(["y"]).shape == (1, server.dim)  # reopens

@@ -12,4 +12,11 @@ from .hash import HashEmbedder
 from .local import LocalEmbedder
 from .openai import OpenAIEmbedder
 
-__all__ = ["Embedder", "HashEmbedder", "LocalEmbedder", "OpenAIEmbedder", "CachedEmbedder", "shared_cache"]
+__all__ = [
+    "CachedEmbedder",
+    "Embedder",
+    "HashEmbedder",
+    "LocalEmbedder",
+    "OpenAIEmbedder",
+    "shared_cache",
+]

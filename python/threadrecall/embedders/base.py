@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["Embedder", "EmbedderBase", "l2_normalize", "check_texts"]
+__all__ = ["Embedder", "EmbedderBase", "check_texts", "l2_normalize"]
 
 _MEMBERS = ("model_id", "dimension", "embed", "aembed")
 _MISSING = object()

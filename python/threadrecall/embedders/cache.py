@@ -11,12 +11,13 @@ import hashlib
 import threading
 import weakref
 from collections import OrderedDict
+
 import numpy as np
 
 from ..errors import DimensionMismatchError, InvalidArgumentError
 from .base import Embedder, check_texts
 
-__all__ = ["CachedEmbedder", "shared_cache", "DEFAULT_MAX_ENTRIES"]
+__all__ = ["DEFAULT_MAX_ENTRIES", "CachedEmbedder", "shared_cache"]
 
 DEFAULT_MAX_ENTRIES = 1000
 
@@ -67,8 +68,10 @@ class CachedEmbedder:
         return len(self._entries)
 
     def __repr__(self) -> str:
-        return (f"CachedEmbedder({self.inner!r}, max_entries={self.max_entries}, "
-                f"hits={self.hits}, misses={self.misses})")
+        return (
+            f"CachedEmbedder({self.inner!r}, max_entries={self.max_entries}, "
+            f"hits={self.hits}, misses={self.misses})"
+        )
 
     def clear(self) -> None:
         """Forget every cached vector (the counters are kept)."""

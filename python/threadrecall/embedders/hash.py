@@ -159,9 +159,11 @@ class HashEmbedder(EmbedderBase):
 
         keys = np.concatenate((words, bigrams, trigrams))
         owners = np.concatenate((word_owner, bigram_owner, trigram_owner))
-        weights = np.concatenate((
-            np.full(len(words), self.UNIGRAM_WEIGHT),
-            np.full(len(bigrams), self.BIGRAM_WEIGHT),
-            np.full(len(trigrams), self.TRIGRAM_WEIGHT),
-        ))
+        weights = np.concatenate(
+            (
+                np.full(len(words), self.UNIGRAM_WEIGHT),
+                np.full(len(bigrams), self.BIGRAM_WEIGHT),
+                np.full(len(trigrams), self.TRIGRAM_WEIGHT),
+            )
+        )
         return keys, owners, weights

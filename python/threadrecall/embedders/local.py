@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import ConfigurationError, InvalidArgumentError
 from .base import EmbedderBase, check_texts, l2_normalize
 
-__all__ = ["LocalEmbedder", "VOCAB_PATH"]
+__all__ = ["VOCAB_PATH", "LocalEmbedder"]
 
 VOCAB_PATH = Path(__file__).parent / "data" / "vocab.txt"
 _PACKAGES = {  # import name -> distribution name
@@ -62,8 +62,12 @@ class LocalEmbedder(EmbedderBase):
         self.batch_size = _positive("batch_size", batch_size)
         self.max_length = _positive("max_length", max_length, _MAX_POSITIONS)
         if max_length < 2:
-            raise InvalidArgumentError("LocalEmbedder max_length must leave room for [CLS] and [SEP]")
-        absent = [dist for name, dist in _PACKAGES.items() if importlib.util.find_spec(name) is None]
+            raise InvalidArgumentError(
+                "LocalEmbedder max_length must leave room for [CLS] and [SEP]"
+            )
+        absent = [
+            dist for name, dist in _PACKAGES.items() if importlib.util.find_spec(name) is None
+        ]
         if absent:
             raise ConfigurationError(
                 f"LocalEmbedder needs the package(s) {', '.join(absent)}, which are not "

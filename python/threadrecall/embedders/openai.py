@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import ConfigurationError, DimensionMismatchError, InvalidArgumentError, ModelError
 from .base import EmbedderBase, check_texts, l2_normalize
 
-__all__ = ["OpenAIEmbedder", "KNOWN_DIMENSIONS"]
+__all__ = ["KNOWN_DIMENSIONS", "OpenAIEmbedder"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 KNOWN_DIMENSIONS = {
@@ -68,16 +68,22 @@ class OpenAIEmbedder(EmbedderBase):
         backoff: float = 0.5,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
-            raise InvalidArgumentError(f"OpenAIEmbedder model must be a non-blank string, got {model!r}")
+            raise InvalidArgumentError(
+                f"OpenAIEmbedder model must be a non-blank string, got {model!r}"
+            )
         if dimension is not None:
             _check_count("dimension", dimension, 1)
         _check_count("batch_size", batch_size, 1)
         _check_count("max_retries", max_retries, 0)
         for name, value in (("timeout", timeout), ("backoff", backoff)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise InvalidArgumentError(f"OpenAIEmbedder {name} must be a number >= 0, got {value!r}")
+                raise InvalidArgumentError(
+                    f"OpenAIEmbedder {name} must be a number >= 0, got {value!r}"
+                )
         self.model = self.model_id = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
+            "/"
+        )
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         if not self.api_key and self.base_url == DEFAULT_BASE_URL:
             raise ConfigurationError(
@@ -147,7 +153,7 @@ class OpenAIEmbedder(EmbedderBase):
         if client is not None:
             client.close()
 
-    def __enter__(self) -> OpenAIEmbedder:
+    def __enter__(self) -> OpenAIEmbedder:  # noqa: PYI034
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -212,7 +218,9 @@ class OpenAIEmbedder(EmbedderBase):
         """``None`` for a success, else the delay before the next try; raises when giving up."""
         if response is not None and response.is_success:
             return None
-        retryable = failure is not None or response.status_code == 429 or response.status_code >= 500  # type: ignore[union-attr]
+        retryable = (
+            failure is not None or response.status_code == 429 or response.status_code >= 500
+        )  # type: ignore[union-attr]
         if not retryable:
             raise self._http_error(response, retries=attempt)  # type: ignore[arg-type]
         if attempt >= self.max_retries:
@@ -248,7 +256,9 @@ class OpenAIEmbedder(EmbedderBase):
             hint = "the server rejected the request; it was not retried"
         return ModelError(
             f"embedding request to {self._url} failed: {detail}",
-            provider="openai", status=status, hint=hint,
+            provider="openai",
+            status=status,
+            hint=hint,
         )
 
     # -- the response ---------------------------------------------------------------------------
@@ -274,7 +284,8 @@ class OpenAIEmbedder(EmbedderBase):
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ModelError(
                 f"malformed embeddings response from {self._url}: {exc}",
-                provider="openai", status=response.status_code,
+                provider="openai",
+                status=response.status_code,
                 hint="the server does not speak the OpenAI embeddings format",
             ) from None
         self._check_dimension(vectors.shape[1])
