@@ -81,9 +81,8 @@ class OpenAIEmbedder(EmbedderBase):
                     f"OpenAIEmbedder {name} must be a number >= 0, got {value!r}"
                 )
         self.model = self.model_id = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
-            "/"
-        )
+        root = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        self.base_url = root.rstrip("/")
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         if not self.api_key and self.base_url == DEFAULT_BASE_URL:
             raise ConfigurationError(
@@ -108,10 +107,7 @@ class OpenAIEmbedder(EmbedderBase):
     def dimension(self) -> int:
         """The vector length; for an unknown model without ``dimension=``, probed once."""
         if self._dimension is None:
-            with self._lock:
-                probe_needed = self._dimension is None
-            if probe_needed:
-                self.embed(["a"])
+            self.embed(["a"])  # the response sets it
         return self._dimension  # type: ignore[return-value]
 
     def embed(self, texts: list[str]) -> np.ndarray:
