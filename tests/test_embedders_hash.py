@@ -126,3 +126,10 @@ def test_aembed_matches_embed():
     embedder = HashEmbedder(dim=32)
     texts = ["one", "two words", ""]
     np.testing.assert_array_equal(asyncio.run(embedder.aembed(texts)), embedder.embed(texts))
+
+
+@pytest.mark.parametrize("texts", [[""], ["", ""], ["!!! ..."]])
+def test_texts_without_words_get_the_same_unit_vector(texts):
+    vectors = HashEmbedder(dim=8).embed(texts)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    np.testing.assert_array_equal(vectors, np.repeat(vectors[:1], len(texts), axis=0))
