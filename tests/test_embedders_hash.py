@@ -24,7 +24,15 @@ def test_satisfies_the_protocol():
 
 @pytest.mark.parametrize("dim", [1, 8, 384, 1536])
 def test_shape_dtype_and_unit_norm(dim):
-    texts = ["hello world", "", "   ", "¿Qué tal? 你好世界", "a" * 5000, "x", "lone \ud800 surrogate"]
+    texts = [
+        "hello world",
+        "",
+        "   ",
+        "¿Qué tal? 你好世界",
+        "a" * 5000,
+        "x",
+        "lone \ud800 surrogate",
+    ]
     vectors = HashEmbedder(dim=dim).embed(texts)
     assert vectors.shape == (len(texts), dim)
     assert vectors.dtype == np.float32
