@@ -11,15 +11,22 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 from . import _core
 from .config import MemoryConfig, merge
 from .errors import (
+    ConfigurationError,
     InvalidArgumentError,
     ResourceMismatchError,
     ThreadNotFoundError,
 )
-from .recall import HistoryQuery, check_paging, check_thread_id, parse_includes, read_history
+from .recall import HistoryQuery, Include, check_paging, check_thread_id, parse_includes, read_history
+from .semantic import MessageIndex
 from .storage.duckdb import DuckDBStorage, new_id
 from .types import ROLES, Message, MessageContent, RecallResult, Thread, ThreadPage, parse_time
 
 __all__ = ["Memory"]
+
+RESOURCE_SCOPE_WITHOUT_RESOURCE = (
+    "Memory error: Resource-scoped semantic recall is enabled but no resourceId was provided. "
+    "Either provide a resourceId or explicitly set semanticRecall.scope to 'thread'."
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,8 +56,22 @@ class Memory:
                  options: MemoryConfig | Mapping[str, Any] | None = None) -> None:
         self.storage = storage if storage is not None else DuckDBStorage(":memory:")
         self.options = MemoryConfig.coerce(options)
+        semantic = self.options.semantic
+        if semantic is not None and embedder is None:
+            raise ConfigurationError("Semantic recall requires an embedder to be configured.")
+        if embedder is not None and vector is None:
+            from .vector import HnswVectorStore
+
+            vector = HnswVectorStore(self.storage)
         self.vector = vector
         self.embedder = embedder
+        self.index = None if embedder is None else MessageIndex(
+            vector, embedder, index_name=semantic.index_name if semantic else None)
+
+    @property
+    def _embeds(self) -> bool:
+        """Whether saved messages are embedded (semantic recall is on)."""
+        return self.index is not None and self.options.semantic is not None
 
     # ----------------------------------------------------------------------------- threads
 
@@ -89,7 +110,12 @@ class Memory:
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread with its messages (a missing thread is not an error)."""
-        self.storage.delete_thread(check_thread_id(thread_id))
+        check_thread_id(thread_id)
+        with self.storage.db.transaction():
+            gone = self.storage.thread_messages(thread_id)
+            self.storage.delete_thread(thread_id)
+            if self.index is not None:
+                self.index.remove(gone)
 
     # ----------------------------------------------------------------------------- messages
 
@@ -99,15 +125,20 @@ class Memory:
         System messages are not stored (they are instructions, not conversation). A message
         whose thread does not exist creates it when the message names its ``resource_id``.
         """
-        incoming = [self._incoming(m) for m in _sequence(messages, "messages")]
-        incoming = [m for m in incoming if m.role != "system"]
+        latest = {m.id: m for m in map(self._incoming, _sequence(messages, "messages")) if m.role != "system"}
+        incoming = list(latest.values())
+        embedded = self.index.prepare(incoming) if self._embeds else None
         with self.storage.db.transaction():
             threads = self._ensure_threads(incoming)
             incoming = [
                 m if m.resource_id is not None else replace(m, resource_id=threads[m.thread_id].resource_id)
                 for m in incoming
             ]
-            return self.storage.save_messages(incoming)
+            replaced = self._stored(m.id for m in incoming)
+            stored = self.storage.save_messages(incoming)
+            if embedded is not None:
+                self.index.write(embedded, {m.id: m for m in stored}, threads, replaced)
+            return stored
 
     def update_messages(self, messages: Iterable[Mapping[str, Any] | Message]) -> list[Message]:
         """Partial updates by id: content fields replaced, metadata merged one level deep.
@@ -116,15 +147,21 @@ class Memory:
         """
         updates = [_update_of(m) for m in _sequence(messages, "messages")]
         with self.storage.db.transaction():
-            changed = []
+            changed, moved, before = [], [], []
             for patch in updates:
                 current = self.storage.get_message(patch["id"])
                 if current is None:
                     continue
-                changed.append(_apply_update(current, patch))
-            if changed:
-                self._ensure_threads(changed)
-            return self.storage.save_messages(changed)
+                new = _apply_update(current, patch)
+                changed.append(new)
+                if (new.text, new.thread_id, new.role) != (current.text, current.thread_id, current.role):
+                    moved.append(new)
+                    before.append(current)
+            threads = self._ensure_threads(changed)
+            stored = self.storage.save_messages(changed)
+            if self._embeds and moved:
+                self.index.write(self.index.prepare(moved), {m.id: m for m in stored}, threads, before)
+            return stored
 
     def delete_messages(self, ids: Iterable[str | Mapping[str, Any]]) -> None:
         """Delete messages by id (or ``{"id": ...}`` entries); unknown ids are ignored."""
@@ -141,7 +178,11 @@ class Memory:
             if not isinstance(item, str) or not item.strip():
                 raise InvalidArgumentError("All message IDs must be non-empty strings")
             flat.append(item)
-        self.storage.delete_messages(flat)
+        with self.storage.db.transaction():
+            gone = self._stored(flat)
+            self.storage.delete_messages(flat)
+            if self.index is not None:
+                self.index.remove(gone)
 
     # ----------------------------------------------------------------------------- recall
 
@@ -161,14 +202,21 @@ class Memory:
         check_thread_id(thread_id)
         check_paging(page, per_page)
         date_range, metadata = _split_filter(filter)
-        includes = parse_includes(include, default_context=0)
+        semantic = config.semantic
+        search = semantic is not None and bool(vector_search_string)
+        if search and self.index is None:
+            raise ConfigurationError("Semantic recall requires an embedder to be configured.")
+        if search and semantic.scope == "resource" and not resource_id:
+            raise ConfigurationError(RESOURCE_SCOPE_WITHOUT_RESOURCE)
+        includes = parse_includes(include, default_context=2 if search else 0)
         history_off = config.last_messages is False or config.last_messages == 0
-        if history_off and per_page is None and not includes:
+        if history_off and per_page is None and not search and not includes:
             return RecallResult([], 0, page, 0, False)
         if resource_id:
-            semantic = config.semantic
             self._check_owner(thread_id, resource_id,
                               resource_scope=semantic is not None and semantic.scope == "resource")
+        if search:
+            includes += self._semantic_includes(vector_search_string, semantic, thread_id, resource_id)
         effective = per_page if per_page is not None else (0 if history_off else config.last_messages)
         query = HistoryQuery(
             thread_id=thread_id, resource_id=resource_id, per_page=effective, page=page,
@@ -178,6 +226,19 @@ class Memory:
         return read_history(self.storage, query, includes)
 
     # ----------------------------------------------------------------------------- internals
+
+    def _stored(self, ids: Iterable[str]) -> list[Message]:
+        """The stored versions of the messages with these ids (unknown ids skipped)."""
+        return [m for i in ids if (m := self.storage.get_message(i)) is not None]
+
+    def _semantic_includes(self, query: str, semantic: Any, thread_id: str,
+                           resource_id: str | None) -> list[Include]:
+        """The vector hits for ``query`` as includes with the configured neighbours."""
+        scope = {"resource_id": resource_id} if semantic.scope == "resource" else {"thread_id": thread_id}
+        where = {"$and": [scope, dict(semantic.filter)]} if semantic.filter else scope
+        before, after = semantic.range()
+        hits = self.index.search(query, top_k=semantic.top_k, filter=where, threshold=semantic.threshold)
+        return [Include(h.message_id, before, after) for h in hits]
 
     def _check_owner(self, thread_id: str, resource_id: str, *, resource_scope: bool) -> None:
         thread = self.storage.get_thread(thread_id)

@@ -240,6 +240,11 @@ class DuckDBStorage:
         row = self.timeline.get(message_id)
         return message_of(row) if row else None
 
+    def thread_messages(self, thread_id: str) -> list[Message]:
+        """Every message of a thread, oldest first."""
+        rows, _ = self.timeline.page(thread_id)
+        return [message_of(r) for r in rows]
+
     def save_messages(self, messages: Sequence[Message]) -> list[Message]:
         """Upsert complete messages by id in one transaction.
 
