@@ -8,3 +8,5 @@ pub mod error;
 mod py;
 
 pub use error::{CoreError, Result};
+pub mod distance;
+pub mod hnsw;
