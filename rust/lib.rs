@@ -2,11 +2,15 @@
 //!
 //! The core knows nothing of Python; `py` (behind the `python` feature) is the only binding.
 
+pub mod context;
+pub mod distance;
 pub mod error;
+pub mod filter;
+pub mod hnsw;
 
 #[cfg(feature = "python")]
 mod py;
 
+pub use context::{Bound, Include, PageQuery, Row, RowRef, Timeline};
 pub use error::{CoreError, Result};
-pub mod distance;
-pub mod hnsw;
+pub use filter::{Filter, Input, Record, Value};
