@@ -7,6 +7,8 @@ pub mod distance;
 pub mod error;
 pub mod filter;
 pub mod hnsw;
+pub mod index;
+pub mod planner;
 
 #[cfg(feature = "python")]
 mod py;
