@@ -8,6 +8,7 @@ pub mod error;
 pub mod filter;
 pub mod hnsw;
 pub mod index;
+pub mod persist;
 pub mod planner;
 
 #[cfg(feature = "python")]
