@@ -17,7 +17,7 @@
 //!   requested direction.
 //! - A cursor must name a message of the queried thread.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::error::{CoreError, Result};
 use crate::filter::{Filter, Record};
@@ -83,6 +83,10 @@ pub struct Include<'a> {
 /// Thread order: `(created_at, seq)`, with the slot number as a last tie-break so that every
 /// entry has a unique position even if a caller reuses a `seq`.
 type Key = (i64, u64, u32);
+
+/// Up to this many keys of one thread per call are placed one by one with a binary search;
+/// more are merged into the thread's line in one pass.
+const BATCH_BY_SEARCH: usize = 32;
 
 struct Slot {
     id: Box<str>,
@@ -178,9 +182,21 @@ impl Timeline {
     /// Inserts rows, replacing any message with the same id (which may move it to another
     /// thread). Later rows of the batch win over earlier ones with the same id.
     pub fn upsert(&mut self, rows: Vec<Row>) {
-        for row in rows {
+        let mut seen = HashSet::with_capacity(rows.len());
+        let latest: Vec<bool> = rows
+            .iter()
+            .rev()
+            .map(|r| seen.insert(r.id.as_str()))
+            .collect();
+        drop(seen);
+        let mut added: HashMap<u32, Vec<Key>> = HashMap::new();
+        for (row, latest) in rows.into_iter().zip(latest.into_iter().rev()) {
+            if !latest {
+                continue;
+            }
             if let Some(&slot) = self.by_id.get(row.id.as_str()) {
-                self.free_slot(slot);
+                let (thread, key) = self.release_slot(slot);
+                self.unlink(thread, vec![key]);
             }
             let thread = self.names.acquire(&row.thread_id);
             let resource = row.resource_id.as_deref().map(|r| self.names.acquire(r));
@@ -200,25 +216,40 @@ impl Timeline {
                     (self.slots.len() - 1) as u32
                 }
             };
-            let key = stored.key(slot);
+            added.entry(thread).or_default().push(stored.key(slot));
             self.by_id.insert(stored.id.clone(), slot);
             self.slots[slot as usize] = Some(stored);
+        }
+        for (thread, mut keys) in added {
             let line = self.threads.entry(thread).or_default();
-            let at = line.partition_point(|k| *k < key);
-            line.insert(at, key);
+            if keys.len() <= BATCH_BY_SEARCH {
+                for key in keys {
+                    let at = line.partition_point(|k| *k < key);
+                    line.insert(at, key);
+                }
+            } else {
+                // Two sorted runs: the stable sort merges them in linear time.
+                keys.sort_unstable();
+                line.extend(keys);
+                line.sort();
+            }
         }
     }
 
     /// Removes messages by id; returns how many were present.
     pub fn remove(&mut self, ids: &[&str]) -> usize {
-        let mut removed = 0;
+        let mut removed: HashMap<u32, Vec<Key>> = HashMap::new();
         for id in ids {
             if let Some(&slot) = self.by_id.get(*id) {
-                self.free_slot(slot);
-                removed += 1;
+                let (thread, key) = self.release_slot(slot);
+                removed.entry(thread).or_default().push(key);
             }
         }
-        removed
+        let count = removed.values().map(Vec::len).sum();
+        for (thread, keys) in removed {
+            self.unlink(thread, keys);
+        }
+        count
     }
 
     /// Removes every message of a thread; returns how many there were.
@@ -228,7 +259,7 @@ impl Timeline {
         };
         let keys = self.threads.remove(&thread).unwrap_or_default();
         for &(_, _, slot) in &keys {
-            self.free_slot(slot);
+            self.release_slot(slot);
         }
         keys.len()
     }
@@ -404,26 +435,39 @@ impl Timeline {
         }
     }
 
-    /// Drops a live slot from its thread, the id map and the name counts.
-    fn free_slot(&mut self, slot: u32) {
-        let Some(stored) = self.slots[slot as usize].take() else {
-            return;
-        };
-        let key = stored.key(slot);
-        if let Some(line) = self.threads.get_mut(&stored.thread) {
-            if let Ok(at) = line.binary_search(&key) {
-                line.remove(at);
-            }
-            if line.is_empty() {
-                self.threads.remove(&stored.thread);
-            }
-        }
+    /// Frees a live slot: its id, its name counts and the slot itself. The caller removes its
+    /// key from the thread's line (see `unlink`) before any name is acquired again.
+    fn release_slot(&mut self, slot: u32) -> (u32, Key) {
+        let stored = self.slots[slot as usize]
+            .take()
+            .expect("released slots are live");
         self.by_id.remove(&stored.id);
         self.names.release(stored.thread);
         if let Some(r) = stored.resource {
             self.names.release(r);
         }
         self.free.push(slot);
+        (stored.thread, stored.key(slot))
+    }
+
+    /// Removes keys from a thread's line, dropping the line when it empties.
+    fn unlink(&mut self, thread: u32, keys: Vec<Key>) {
+        let Some(line) = self.threads.get_mut(&thread) else {
+            return;
+        };
+        if keys.len() <= BATCH_BY_SEARCH {
+            for key in keys {
+                if let Ok(at) = line.binary_search(&key) {
+                    line.remove(at);
+                }
+            }
+        } else {
+            let doomed: HashSet<Key> = keys.into_iter().collect();
+            line.retain(|k| !doomed.contains(k));
+        }
+        if line.is_empty() {
+            self.threads.remove(&thread);
+        }
     }
 }
 
@@ -862,6 +906,55 @@ mod tests {
             let mut expected: Vec<String> = passing.iter().skip(offset).take(limit.unwrap_or(usize::MAX)).map(|i| format!("m{i}")).collect();
             if walk_backward != descending { expected.reverse(); }
             prop_assert_eq!(ids(&rows), expected);
+        }
+
+        /// Batches large enough to take both the one-by-one and the merging paths.
+        #[test]
+        fn batches_of_upserts_and_removes_match_a_naive_model(
+            ops in prop::collection::vec(
+                prop_oneof![
+                    prop::collection::vec(
+                        (0u32..100, prop_oneof![4 => Just(0u8), 1 => Just(1u8)], 0i64..20),
+                        0..120,
+                    ).prop_map(Ok),
+                    prop::collection::vec(0u32..100, 0..200).prop_map(Err),
+                ],
+                1..6,
+            ),
+        ) {
+            let mut t = Timeline::new();
+            // id -> (thread, created_at, seq)
+            let mut model: HashMap<u32, (u8, i64, u64)> = HashMap::new();
+            let mut seq = 0u64;
+            for op in ops {
+                match op {
+                    Ok(batch) => {
+                        let rows = batch.iter().map(|&(id, thread, at)| {
+                            seq += 1;
+                            model.insert(id, (thread, at, seq));
+                            row(&format!("m{id}"), &format!("t{thread}"), None, at, seq)
+                        }).collect();
+                        t.upsert(rows);
+                    }
+                    Err(ids) => {
+                        let names: Vec<String> = ids.iter().map(|id| format!("m{id}")).collect();
+                        let present = ids.iter().collect::<HashSet<_>>().into_iter()
+                            .filter(|id| model.remove(id).is_some()).count();
+                        prop_assert_eq!(t.remove(&names.iter().map(String::as_str).collect::<Vec<_>>()), present);
+                    }
+                }
+                prop_assert_eq!(t.len(), model.len());
+                for thread in 0u8..2 {
+                    let mut expected: Vec<(i64, u64, u32)> = model.iter()
+                        .filter(|(_, m)| m.0 == thread)
+                        .map(|(&id, m)| (m.1, m.2, id)).collect();
+                    expected.sort();
+                    let name = format!("t{thread}");
+                    let (rows, total) = t.page(&q(&name)).unwrap();
+                    prop_assert_eq!(total, expected.len());
+                    prop_assert_eq!(ids(&rows), expected.iter().map(|e| format!("m{}", e.2)).collect::<Vec<_>>());
+                }
+            }
         }
 
         #[test]
