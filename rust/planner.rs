@@ -64,7 +64,13 @@ impl Postings {
     /// The slot lists that hold every vector `filter` can allow, through its most selective
     /// pinned posted key; `None` when no posted key is pinned to string values.
     fn candidates(&self, filter: &Filter) -> Option<Vec<&[u32]>> {
-        let mut best: Option<(usize, Vec<&[u32]>)> = None;
+        self.candidates_for(filter).map(|(lists, _)| lists)
+    }
+
+    /// [`Postings::candidates`], also saying whether the lists are exactly what the filter
+    /// allows (the filter is nothing but that one `$eq`/`$in`), so no record need be read.
+    fn candidates_for(&self, filter: &Filter) -> Option<(Vec<&[u32]>, bool)> {
+        let mut best: Option<(usize, Vec<&[u32]>, bool)> = None;
         for (key, values) in filter.pinned() {
             let Some(k) = POSTED_KEYS.iter().position(|p| *p == key) else {
                 continue;
@@ -88,11 +94,12 @@ impl Postings {
                 .map(|l| l.slots.as_slice())
                 .collect();
             let total = lists.iter().map(|l| l.len()).sum();
-            if best.as_ref().is_none_or(|(t, _)| total < *t) {
-                best = Some((total, lists));
+            if best.as_ref().is_none_or(|(t, _, _)| total < *t) {
+                let whole = matches!(filter, Filter::Eq(k, _) | Filter::In(k, _) if **k == *key);
+                best = Some((total, lists, whole));
             }
         }
-        best.map(|(_, lists)| lists)
+        best.map(|(_, lists, whole)| (lists, whole))
     }
 
     pub fn memory_bytes(&self) -> usize {
