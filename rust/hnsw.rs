@@ -352,6 +352,7 @@ impl Graph {
         visited.start(self.slots());
         let mut candidates: BinaryHeap<Reverse<Near>> = BinaryHeap::with_capacity(ef * 2);
         let mut results: BinaryHeap<Near> = BinaryHeap::with_capacity(ef + 1);
+        let mut fresh: Vec<u32> = Vec::with_capacity(self.m0());
         for &e in entry {
             if visited.first_visit(e.slot) {
                 candidates.push(Reverse(e));
@@ -372,14 +373,18 @@ impl Graph {
             if c.dist > bound {
                 break;
             }
-            let links = self.links(c.slot, level);
-            for &n in links {
+            // Mark the unseen neighbours, start loading their vectors, then measure them.
+            fresh.clear();
+            fresh.extend(
+                self.links(c.slot, level)
+                    .iter()
+                    .copied()
+                    .filter(|&n| visited.first_visit(n)),
+            );
+            for &n in &fresh {
                 prefetch(self.vector(n));
             }
-            for &n in links {
-                if !visited.first_visit(n) {
-                    continue;
-                }
+            for &n in &fresh {
                 let d = self.dist(q, n);
                 let full = results.len() >= ef;
                 let worst = if full {
@@ -496,12 +501,18 @@ impl Graph {
     }
 }
 
+/// Cache lines of a vector requested ahead of its distance computation.
+const PREFETCH_LINES: usize = 8;
+
 #[inline(always)]
 fn prefetch(v: &[f32]) {
     #[cfg(target_arch = "x86_64")]
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch(v.as_ptr() as *const i8, _MM_HINT_T0);
+        let lines = (v.len() * 4).div_ceil(64).min(PREFETCH_LINES);
+        for line in 0..lines {
+            _mm_prefetch((v.as_ptr() as *const i8).add(line * 64), _MM_HINT_T0);
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = v;

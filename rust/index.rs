@@ -16,9 +16,6 @@ const COMPACT_FRACTION: f64 = 0.3;
 /// ...and there are at least this many of them (small indexes are not worth rebuilding).
 const COMPACT_MIN_TOMBSTONES: usize = 256;
 
-/// The shallow metadata of one slot, in the form it is saved in.
-pub type Fields = Vec<(Box<str>, Value)>;
-
 /// One search hit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
@@ -29,7 +26,6 @@ pub struct Hit {
 pub struct VectorIndex {
     pub(crate) graph: Graph,
     pub(crate) ids: Vec<Box<str>>,
-    pub(crate) fields: Vec<Fields>,
     pub(crate) records: Vec<Record>,
     pub(crate) slot_of: HashMap<Box<str>, u32>,
     pub(crate) postings: Postings,
@@ -52,16 +48,15 @@ impl VectorIndex {
         ))
     }
 
-    /// Assembles an index from a graph and its per-slot ids and fields (rebuilds the lookups).
-    pub(crate) fn from_graph(graph: Graph, ids: Vec<Box<str>>, fields: Vec<Fields>) -> VectorIndex {
-        let records: Vec<Record> = fields
-            .iter()
-            .map(|f| f.iter().map(|(k, v)| (k, v.clone())).collect())
-            .collect();
+    /// Assembles an index from a graph and its per-slot ids and records (rebuilds the lookups).
+    pub(crate) fn from_graph(
+        graph: Graph,
+        ids: Vec<Box<str>>,
+        records: Vec<Record>,
+    ) -> VectorIndex {
         let mut index = VectorIndex {
             graph,
             ids,
-            fields,
             records,
             slot_of: HashMap::new(),
             postings: Postings::default(),
@@ -90,6 +85,14 @@ impl VectorIndex {
 
     pub fn is_empty(&self) -> bool {
         self.slot_of.is_empty()
+    }
+
+    /// Every live id, in slot order.
+    pub fn ids(&self) -> Vec<String> {
+        (0..self.graph.slots() as u32)
+            .filter(|&s| !self.graph.is_deleted(s))
+            .map(|s| self.ids[s as usize].to_string())
+            .collect()
     }
 
     pub fn contains(&self, id: &str) -> bool {
@@ -146,15 +149,13 @@ impl VectorIndex {
         let dim = self.dim();
         for (i, (id, meta)) in ids.into_iter().zip(metadata).enumerate() {
             self.remove_one(&id);
-            let fields = fields_of(meta);
-            let record: Record = fields.iter().map(|(k, v)| (k, v.clone())).collect();
+            let record = Record::from_input(meta);
             let slot = self.graph.insert(&vectors[i * dim..(i + 1) * dim]);
             debug_assert_eq!(slot as usize, self.ids.len());
             let id: Box<str> = id.into();
             self.postings.add(slot, &record);
             self.slot_of.insert(id.clone(), slot);
             self.ids.push(id);
-            self.fields.push(fields);
             self.records.push(record);
         }
         Ok(())
@@ -178,12 +179,17 @@ impl VectorIndex {
         n
     }
 
-    /// Deletes every vector whose metadata passes `filter`; returns their ids.
-    pub fn remove_where(&mut self, filter: &Filter) -> Vec<String> {
-        let doomed: Vec<String> = planner::allowed_slots(self, Some(filter))
+    /// The ids of every vector whose metadata passes `filter`.
+    pub fn ids_where(&self, filter: &Filter) -> Vec<String> {
+        planner::allowed_slots(self, Some(filter))
             .into_iter()
             .map(|s| self.ids[s as usize].to_string())
-            .collect();
+            .collect()
+    }
+
+    /// Deletes every vector whose metadata passes `filter`; returns their ids.
+    pub fn remove_where(&mut self, filter: &Filter) -> Vec<String> {
+        let doomed = self.ids_where(filter);
         for id in &doomed {
             self.remove_one(id);
         }
@@ -260,15 +266,15 @@ impl VectorIndex {
     pub fn compact(&mut self) {
         let mut graph = Graph::new(*self.graph.params());
         let mut ids = Vec::with_capacity(self.len());
-        let mut fields = Vec::with_capacity(self.len());
+        let mut records = Vec::with_capacity(self.len());
         for slot in 0..self.graph.slots() as u32 {
             if !self.graph.is_deleted(slot) {
                 graph.insert(self.graph.vector(slot));
                 ids.push(std::mem::take(&mut self.ids[slot as usize]));
-                fields.push(std::mem::take(&mut self.fields[slot as usize]));
+                records.push(std::mem::take(&mut self.records[slot as usize]));
             }
         }
-        *self = VectorIndex::from_graph(graph, ids, fields);
+        *self = VectorIndex::from_graph(graph, ids, records);
     }
 
     /// Slots ever used, tombstones included (for tests and stats).
@@ -276,42 +282,38 @@ impl VectorIndex {
         self.graph.slots()
     }
 
-    /// Bytes held by vectors, graph links, ids and metadata (an estimate of resident memory).
+    /// Bytes held by vectors, graph links, ids and metadata records: heap sizes plus a
+    /// 16-byte allocator overhead per allocation (an estimate of resident memory).
     pub fn memory_bytes(&self) -> usize {
+        const ALLOC: usize = 16;
+        let heap = |len: usize| if len == 0 { 0 } else { len + ALLOC };
         let g = &self.graph;
-        let upper: usize = g.upper.iter().map(|u| u.len() * 4 + 16).sum();
-        let ids: usize =
-            self.ids.iter().map(|s| s.len() + 16).sum::<usize>() * 2 + self.slot_of.capacity() * 8;
-        let fields: usize = self
-            .fields
-            .iter()
-            .map(|f| 24 + f.iter().map(|(k, _)| k.len() + 48).sum::<usize>())
-            .sum();
-        g.vectors.len() * 4
-            + g.links0.len() * 4
-            + g.levels.len() * 2
-            + upper
-            + ids
-            + fields * 2
-            + self.postings.memory_bytes()
+        let graph = g.vectors.capacity() * 4
+            + g.links0.capacity() * 4
+            + g.levels.capacity()
+            + g.deleted.capacity()
+            + g.upper.capacity() * 16
+            + g.upper.iter().map(|u| heap(u.len() * 4)).sum::<usize>();
+        let ids = self.ids.capacity() * 16
+            + self.ids.iter().map(|s| heap(s.len())).sum::<usize>() * 2
+            + self.slot_of.capacity() * (16 + 4 + 4);
+        let value = |v: &Value| match v {
+            Value::Str(s) => heap(s.len()),
+            _ => 0,
+        };
+        let records = self.records.capacity() * 24
+            + self
+                .records
+                .iter()
+                .map(|r| {
+                    heap(r.len() * std::mem::size_of::<(Box<str>, Value)>())
+                        + r.iter()
+                            .map(|(k, v)| heap(k.len()) + value(v))
+                            .sum::<usize>()
+                })
+                .sum::<usize>();
+        graph + ids + records + self.postings.memory_bytes()
     }
-}
-
-/// The shallow fields of a metadata mapping (nested values kept as present-but-opaque).
-fn fields_of(meta: Input) -> Fields {
-    let Input::Map(entries) = meta else {
-        return Vec::new();
-    };
-    let record = Record::from_input(Input::Map(entries.clone()));
-    let mut out: Fields = Vec::with_capacity(entries.len());
-    for (key, _) in entries {
-        if let Some(v) = record.get(&key) {
-            if !out.iter().any(|(k, _)| **k == *key) {
-                out.push((key.into(), v.clone()));
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! Layout, all little-endian:
 //! `magic (8) | version u32 | dim u32 | metric u8 | m u32 | ef_construction u32 | seed u64 |
 //! rng u64 | slots u64 | generation u64 | entry u32`, then per-slot arrays — vectors (f32),
-//! levels (u8), level-0 links, upper links, tombstones (u8), ids, metadata fields — and a
+//! levels (u8), level-0 links, upper links, tombstones (u8), ids, metadata records — and a
 //! checksum of everything before it. Saves go to a temporary file renamed over the old one.
 
 use std::fs;
@@ -12,9 +12,9 @@ use std::path::Path;
 
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
-use crate::filter::Value;
+use crate::filter::{Record, Value};
 use crate::hnsw::{Graph, Params};
-use crate::index::{Fields, VectorIndex};
+use crate::index::VectorIndex;
 
 const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
 pub const FORMAT_VERSION: u32 = 1;
@@ -73,9 +73,9 @@ fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
         .for_each(|&x| w.u32(x));
     w.0.extend(g.deleted.iter().map(|&d| d as u8));
     index.ids.iter().for_each(|id| w.str(id));
-    for fields in &index.fields {
-        w.u32(fields.len() as u32);
-        for (key, value) in fields {
+    for record in &index.records {
+        w.u32(record.len() as u32);
+        for (key, value) in record.iter() {
             w.str(key);
             w.value(value);
         }
@@ -126,21 +126,21 @@ fn decode(bytes: &[u8]) -> Result<(VectorIndex, u64)> {
     for _ in 0..slots {
         ids.push(r.str()?);
     }
-    let mut fields: Vec<Fields> = Vec::with_capacity(slots);
+    let mut records: Vec<Record> = Vec::with_capacity(slots);
     for _ in 0..slots {
-        let n = r.u32()? as usize;
-        let mut f = Vec::with_capacity(n.min(1024));
-        for _ in 0..n {
-            f.push((r.str()?, r.value()?));
+        let mut record = Record::new();
+        for _ in 0..r.u32()? {
+            let key = r.str()?;
+            record.set(&key, r.value()?);
         }
-        fields.push(f);
+        records.push(record);
     }
     if r.at != body.len() {
         return Err(corrupt("trailing bytes"));
     }
     let graph = Graph::from_parts(params, rng, vectors, levels, links0, upper, deleted, entry);
     graph.validate().map_err(|e| corrupt(&e))?;
-    Ok((VectorIndex::from_graph(graph, ids, fields), generation))
+    Ok((VectorIndex::from_graph(graph, ids, records), generation))
 }
 
 fn corrupt(why: &str) -> CoreError {

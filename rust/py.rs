@@ -477,6 +477,14 @@ impl PyVectorIndex {
         self.write(py, |ix| ix.remove(&ids))
     }
 
+    /// The ids of every vector whose metadata passes `filter`.
+    fn ids_where(&self, py: Python<'_>, filter: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        Ok(match vector_filter(Some(filter))? {
+            Some(filter) => self.read(py, |ix| ix.ids_where(&filter)),
+            None => self.read(py, |ix| ix.ids()),
+        })
+    }
+
     /// Deletes every vector whose metadata passes `filter`; returns their ids.
     fn remove_where(&self, py: Python<'_>, filter: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         let Some(filter) = vector_filter(Some(filter))? else {

@@ -77,6 +77,8 @@ class VectorIndex:
         """Insert or replace by id; ``vectors`` is C-contiguous float32 ``(len(ids), dim)``."""
     def remove(self, ids: list[str]) -> int:
         """Delete by id; return how many existed."""
+    def ids_where(self, filter: dict[str, Any]) -> list[str]:
+        """The ids whose metadata passes ``filter`` (every id for an empty filter)."""
     def remove_where(self, filter: dict[str, Any]) -> list[str]:
         """Delete every vector whose metadata passes ``filter``; return their ids."""
     def search(
