@@ -439,11 +439,11 @@ class HnswVectorStore:
         (total,) = cur.execute(
             "SELECT count(*) FROM vector_rows WHERE index_name = ? AND generation > ?", [name, since]
         ).fetchone()
-        reader = cur.execute(
-            "SELECT id, vector, metadata FROM vector_rows WHERE index_name = ? AND generation > ? "
+        reader = cur.sql(
+            "SELECT id, vector, metadata FROM vector_rows WHERE index_name = $1 AND generation > $2 "
             "ORDER BY generation, position",
-            [name, since],
-        ).fetch_record_batch(REBUILD_BATCH)
+            params=[name, since],
+        ).to_arrow_reader(REBUILD_BATCH)
         progress = None
         if total >= PROGRESS_FROM:
             from tqdm import tqdm
