@@ -17,6 +17,7 @@ import json
 import re
 import threading
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -439,11 +440,14 @@ class HnswVectorStore:
         (total,) = cur.execute(
             "SELECT count(*) FROM vector_rows WHERE index_name = ? AND generation > ?", [name, since]
         ).fetchone()
-        reader = cur.sql(
-            "SELECT id, vector, metadata FROM vector_rows WHERE index_name = $1 AND generation > $2 "
+        result = cur.execute(
+            "SELECT id, vector, metadata FROM vector_rows WHERE index_name = ? AND generation > ? "
             "ORDER BY generation, position",
-            params=[name, since],
-        ).to_arrow_reader(REBUILD_BATCH)
+            [name, since],
+        )
+        with warnings.catch_warnings():  # the extra copy it warns about is one batch at a time
+            warnings.simplefilter("ignore", UserWarning)
+            reader = result.to_arrow_reader(REBUILD_BATCH)
         progress = None
         if total >= PROGRESS_FROM:
             from tqdm import tqdm
