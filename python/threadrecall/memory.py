@@ -21,7 +21,7 @@ from .semantic import MessageIndex
 from .storage.duckdb import DuckDBStorage, new_id
 from .types import ROLES, Message, MessageContent, RecallResult, Thread, ThreadPage, parse_time
 
-__all__ = ["Memory"]
+__all__ = ["Memory", "incoming_message"]
 
 RESOURCE_SCOPE_WITHOUT_RESOURCE = (
     "Memory error: Resource-scoped semantic recall is enabled but no resourceId was provided. "
@@ -125,7 +125,7 @@ class Memory:
         System messages are not stored (they are instructions, not conversation). A message
         whose thread does not exist creates it when the message names its ``resource_id``.
         """
-        latest = {m.id: m for m in map(self._incoming, _sequence(messages, "messages")) if m.role != "system"}
+        latest = {m.id: m for m in map(incoming_message, _sequence(messages, "messages")) if m.role != "system"}
         incoming = list(latest.values())
         embedded = self.index.prepare(incoming) if self._embeds else None
         with self.storage.db.transaction():
@@ -252,34 +252,6 @@ class Memory:
                 f"but resource {resource_id} was queried."
             )
 
-    def _incoming(self, value: Message | Mapping[str, Any]) -> Message:
-        if isinstance(value, Message):
-            data = value.to_dict()
-            data["content"] = value.content
-        elif isinstance(value, Mapping):
-            data = dict(value)
-        else:
-            raise InvalidArgumentError(f"a message must be a Message or a dict, got {type(value).__name__}")
-        thread_id = check_thread_id(data.get("thread_id"))
-        role = data.get("role")
-        if role not in ROLES:
-            raise InvalidArgumentError(f"message role must be one of {', '.join(ROLES)}, got {role!r}")
-        mid = data.get("id") or new_id()
-        _check_id(mid, "message id")
-        resource_id = data.get("resource_id")
-        if resource_id is not None:
-            _check_id(resource_id, "resource_id")
-        try:
-            content = MessageContent.coerce(data.get("content"))
-            created_at = parse_time(data.get("created_at")) or datetime.now(timezone.utc)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"message {mid}: {exc}") from None
-        return Message(
-            id=mid, thread_id=thread_id, resource_id=resource_id, role=role, content=content,
-            created_at=created_at, type=data.get("type") or "text",
-            metadata=_mapping(data.get("metadata"), "message metadata"),
-        )
-
     def _ensure_threads(self, messages: Sequence[Message]) -> dict[str, Thread]:
         """The thread of every message, created when missing and the message names a resource."""
         threads: dict[str, Thread] = {}
@@ -306,6 +278,40 @@ class Memory:
     aupdate_messages = _twin(update_messages)
     adelete_messages = _twin(delete_messages)
     arecall = _twin(recall)
+
+
+def incoming_message(value: Message | Mapping[str, Any], *, thread_id: str | None = None,
+                     resource_id: str | None = None) -> Message:
+    """Validate a message given as a Message or a dict; fill in id, time, thread and resource.
+
+    ``thread_id`` and ``resource_id`` are defaults for a dict that does not name its own.
+    """
+    if isinstance(value, Message):
+        data = value.to_dict()
+        data["content"] = value.content
+    elif isinstance(value, Mapping):
+        data = {"thread_id": thread_id, "resource_id": resource_id, **value}
+    else:
+        raise InvalidArgumentError(f"a message must be a Message or a dict, got {type(value).__name__}")
+    thread = check_thread_id(data.get("thread_id"))
+    role = data.get("role")
+    if role not in ROLES:
+        raise InvalidArgumentError(f"message role must be one of {', '.join(ROLES)}, got {role!r}")
+    mid = data.get("id") or new_id()
+    _check_id(mid, "message id")
+    resource = data.get("resource_id")
+    if resource is not None:
+        _check_id(resource, "resource_id")
+    try:
+        content = MessageContent.coerce(data.get("content"))
+        created_at = parse_time(data.get("created_at")) or datetime.now(timezone.utc)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"message {mid}: {exc}") from None
+    return Message(
+        id=mid, thread_id=thread, resource_id=resource, role=role, content=content,
+        created_at=created_at, type=data.get("type") or "text",
+        metadata=_mapping(data.get("metadata"), "message metadata"),
+    )
 
 
 def _split_filter(filter: Any) -> tuple[Mapping[str, Any] | None, dict[str, Any] | None]:
