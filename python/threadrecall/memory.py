@@ -254,19 +254,18 @@ class Memory:
 
     def _ensure_threads(self, messages: Sequence[Message]) -> dict[str, Thread]:
         """The thread of every message, created when missing and the message names a resource."""
-        threads: dict[str, Thread] = {}
+        threads = self.storage.get_threads(m.thread_id for m in messages)
+        missing: dict[str, Thread] = {}
         for m in messages:
-            if m.thread_id in threads:
+            if m.thread_id in threads or m.thread_id in missing:
                 continue
-            thread = self.storage.get_thread(m.thread_id)
-            if thread is None:
-                if m.resource_id is None:
-                    raise ThreadNotFoundError(
-                        f"Thread with id {m.thread_id} not found; create it first or give the "
-                        "message a resource_id"
-                    )
-                thread = self.storage.save_thread(Thread(id=m.thread_id, resource_id=m.resource_id))
-            threads[m.thread_id] = thread
+            if m.resource_id is None:
+                raise ThreadNotFoundError(
+                    f"Thread with id {m.thread_id} not found; create it first or give the "
+                    "message a resource_id"
+                )
+            missing[m.thread_id] = Thread(id=m.thread_id, resource_id=m.resource_id)
+        threads.update(self.storage.save_threads(list(missing.values())))
         return threads
 
     acreate_thread = _twin(create_thread)
