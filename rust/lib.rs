@@ -8,6 +8,7 @@ pub mod error;
 pub mod filter;
 pub mod hnsw;
 pub mod index;
+pub mod lexical;
 pub mod persist;
 pub mod planner;
 
@@ -17,3 +18,4 @@ mod py;
 pub use context::{Bound, Include, PageQuery, Row, RowRef, Timeline};
 pub use error::{CoreError, Result};
 pub use filter::{Filter, Input, Record, Value};
+pub use lexical::{LexicalIndex, Scope, Tokenizer};

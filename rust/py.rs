@@ -38,6 +38,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(matches_vector_filter, m)?)?;
     m.add_class::<PyTimeline>()?;
     m.add_class::<PyVectorIndex>()?;
+    m.add_class::<PyLexicalIndex>()?;
     Ok(())
 }
 
@@ -585,5 +586,110 @@ impl PyVectorIndex {
     /// Approximate bytes held by the index.
     fn memory_bytes(&self, py: Python<'_>) -> usize {
         self.read(py, |ix| ix.memory_bytes())
+    }
+}
+
+// ---- lexical index ----
+
+use crate::lexical::{LexicalIndex, Scope, Tokenizer};
+
+/// BM25 over message text, searchable by thread or resource; safe to share between threads.
+#[pyclass(name = "LexicalIndex", module = "threadrecall._core", frozen)]
+struct PyLexicalIndex {
+    inner: RwLock<LexicalIndex>,
+}
+
+impl PyLexicalIndex {
+    fn read<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&LexicalIndex) -> T + Send) -> T {
+        py.detach(|| f(&self.inner.read().unwrap_or_else(PoisonError::into_inner)))
+    }
+
+    fn write<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut LexicalIndex) -> T + Send) -> T {
+        py.detach(|| f(&mut self.inner.write().unwrap_or_else(PoisonError::into_inner)))
+    }
+}
+
+#[pymethods]
+impl PyLexicalIndex {
+    #[new]
+    #[pyo3(signature = (*, k1=1.2, b=0.75, stem=true, stop_words=true))]
+    fn new(k1: f32, b: f32, stem: bool, stop_words: bool) -> PyResult<Self> {
+        if !(k1.is_finite() && k1 >= 0.0 && (0.0..=1.0).contains(&b)) {
+            let text = format!("BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}");
+            return Err(CoreError::InvalidArgument(text).into());
+        }
+        let tokenizer = Tokenizer { stem, stop_words };
+        Ok(PyLexicalIndex {
+            inner: RwLock::new(LexicalIndex::new(tokenizer, k1, b)),
+        })
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.read(py, LexicalIndex::len)
+    }
+
+    /// Inserts or replaces messages by id; all lists must have the same length.
+    fn upsert(
+        &self,
+        py: Python<'_>,
+        ids: Vec<String>,
+        thread_ids: Vec<String>,
+        resource_ids: Vec<Option<String>>,
+        texts: Vec<String>,
+    ) -> PyResult<()> {
+        let n = ids.len();
+        if thread_ids.len() != n || resource_ids.len() != n || texts.len() != n {
+            let text = "upsert lists must all have the same length";
+            return Err(CoreError::InvalidArgument(text.into()).into());
+        }
+        self.write(py, |ix| {
+            for i in 0..n {
+                ix.upsert(
+                    &ids[i],
+                    &thread_ids[i],
+                    resource_ids[i].as_deref(),
+                    &texts[i],
+                );
+            }
+        });
+        Ok(())
+    }
+
+    /// Removes messages by id; returns how many were present.
+    fn remove(&self, py: Python<'_>, ids: Vec<String>) -> usize {
+        self.write(py, |ix| ix.remove(ids.iter().map(String::as_str)))
+    }
+
+    /// Removes every message of a thread; returns how many there were.
+    fn remove_thread(&self, py: Python<'_>, thread_id: &str) -> usize {
+        self.write(py, |ix| ix.remove_thread(thread_id))
+    }
+
+    /// The `k` best `(id, score)` pairs for `query`, in one thread or one resource (not both).
+    #[pyo3(signature = (query, k, *, thread_id=None, resource_id=None))]
+    fn search(
+        &self,
+        py: Python<'_>,
+        query: &str,
+        k: i64,
+        thread_id: Option<&str>,
+        resource_id: Option<&str>,
+    ) -> PyResult<Vec<(String, f32)>> {
+        let k = count("k", k)?;
+        let scope = match (thread_id, resource_id) {
+            (None, None) => Scope::All,
+            (Some(t), None) => Scope::Thread(t),
+            (None, Some(r)) => Scope::Resource(r),
+            (Some(_), Some(_)) => {
+                let text = "search by thread_id or by resource_id, not both";
+                return Err(CoreError::InvalidArgument(text.into()).into());
+            }
+        };
+        Ok(self.read(py, |ix| ix.search(query, k, scope)))
+    }
+
+    /// The terms this index cuts `text` into.
+    fn tokenize(&self, py: Python<'_>, text: &str) -> Vec<String> {
+        self.read(py, |ix| ix.tokenizer().tokens(text))
     }
 }

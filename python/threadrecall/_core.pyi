@@ -104,3 +104,22 @@ class VectorIndex:
     def dim(self) -> int: ...
     @property
     def metric(self) -> str: ...
+
+class LexicalIndex:
+    """BM25 over message text, searchable by thread or resource."""
+
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75, stem: bool = True,
+                 stop_words: bool = True) -> None: ...
+    def __len__(self) -> int: ...
+    def upsert(self, ids: list[str], thread_ids: list[str], resource_ids: list[str | None],
+               texts: list[str]) -> None:
+        """Insert or replace messages by id."""
+    def remove(self, ids: list[str]) -> int:
+        """Remove messages by id; return how many were present."""
+    def remove_thread(self, thread_id: str) -> int:
+        """Remove every message of a thread; return how many there were."""
+    def search(self, query: str, k: int, *, thread_id: str | None = None,
+               resource_id: str | None = None) -> list[tuple[str, float]]:
+        """The k best (id, score) pairs, best first, within one thread or one resource."""
+    def tokenize(self, text: str) -> list[str]:
+        """The terms this index cuts text into."""

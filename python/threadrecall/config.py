@@ -15,6 +15,7 @@ __all__ = ["MemoryConfig", "SemanticRecallConfig", "WorkingMemoryConfig", "merge
 
 DEFAULT_TOP_K = 4
 DEFAULT_MESSAGE_RANGE = 1
+RECALL_MODES = ("vector", "lexical", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,10 @@ class SemanticRecallConfig:
     def __post_init__(self) -> None:
         if self.scope not in ("thread", "resource"):
             raise ConfigurationError(f"semantic_recall.scope must be 'thread' or 'resource', got {self.scope!r}")
+        if self.mode not in RECALL_MODES:
+            raise ConfigurationError(
+                f"semantic_recall.mode must be 'vector', 'lexical' or 'hybrid', got {self.mode!r}"
+            )
         if not _is_count(self.top_k) or self.top_k < 1:
             raise ConfigurationError(f"semantic_recall.top_k must be a positive integer, got {self.top_k!r}")
         self.range()  # validates message_range

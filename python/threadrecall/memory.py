@@ -16,6 +16,7 @@ from .errors import (
     ResourceMismatchError,
     ThreadNotFoundError,
 )
+from .hybrid import ranked_ids
 from .recall import HistoryQuery, Include, check_paging, check_thread_id, parse_includes, read_history
 from .semantic import MessageIndex
 from .storage.duckdb import DuckDBStorage, new_id
@@ -57,7 +58,7 @@ class Memory:
         self.storage = storage if storage is not None else DuckDBStorage(":memory:")
         self.options = MemoryConfig.coerce(options)
         semantic = self.options.semantic
-        if semantic is not None and embedder is None:
+        if semantic is not None and semantic.mode != "lexical" and embedder is None:
             raise ConfigurationError("Semantic recall requires an embedder to be configured.")
         if embedder is not None and vector is None:
             from .vector import HnswVectorStore
@@ -154,7 +155,8 @@ class Memory:
                     continue
                 new = _apply_update(current, patch)
                 changed.append(new)
-                if (new.text, new.thread_id, new.role) != (current.text, current.thread_id, current.role):
+                if (new.search_text, new.thread_id, new.role) != (
+                        current.search_text, current.thread_id, current.role):
                     moved.append(new)
                     before.append(current)
             threads = self._ensure_threads(changed)
@@ -204,7 +206,7 @@ class Memory:
         date_range, metadata = _split_filter(filter)
         semantic = config.semantic
         search = semantic is not None and bool(vector_search_string)
-        if search and self.index is None:
+        if search and semantic.mode != "lexical" and self.index is None:
             raise ConfigurationError("Semantic recall requires an embedder to be configured.")
         if search and semantic.scope == "resource" and not resource_id:
             raise ConfigurationError(RESOURCE_SCOPE_WITHOUT_RESOURCE)
@@ -233,12 +235,11 @@ class Memory:
 
     def _semantic_includes(self, query: str, semantic: Any, thread_id: str,
                            resource_id: str | None) -> list[Include]:
-        """The vector hits for ``query`` as includes with the configured neighbours."""
+        """The best matches for ``query`` (by ``semantic.mode``) as includes with neighbours."""
         scope = {"resource_id": resource_id} if semantic.scope == "resource" else {"thread_id": thread_id}
-        where = {"$and": [scope, dict(semantic.filter)]} if semantic.filter else scope
         before, after = semantic.range()
-        hits = self.index.search(query, top_k=semantic.top_k, filter=where, threshold=semantic.threshold)
-        return [Include(h.message_id, before, after) for h in hits]
+        ids = ranked_ids(semantic, self.storage, self.index, query, scope)
+        return [Include(i, before, after) for i in ids]
 
     def _check_owner(self, thread_id: str, resource_id: str, *, resource_scope: bool) -> None:
         thread = self.storage.get_thread(thread_id)

@@ -1,7 +1,8 @@
 """The message vector index: what is embedded, under which ids and metadata, and how it is searched.
 
 One write path serves ``Memory`` and the ``SemanticRecall`` processor. A message's searchable
-text is cut into chunks of at most ``CHUNK_CHARS`` characters; chunk ``k`` of message ``m`` is
+text (``Message.search_text``: its text, after ``"<speaker>: "`` when ``metadata["speaker"]``
+names who said it) is cut into chunks of at most ``CHUNK_CHARS`` characters; chunk ``k`` of message ``m`` is
 stored under the vector id ``m#k`` with metadata naming the message, its thread, resource, role,
 creation time, and the thread's own metadata (so a vector filter can select by it). Vectors are
 written through the vector store in the caller's transaction, so messages and their vectors land
@@ -118,7 +119,7 @@ class MessageIndex:
         owners: list[str] = []
         chunks: list[str] = []
         for m in messages:
-            pieces = chunk_text(m.text)
+            pieces = chunk_text(m.search_text)
             owners.extend([m.id] * len(pieces))
             chunks.extend(pieces)
         if not chunks:
@@ -163,7 +164,7 @@ class MessageIndex:
 
 def vector_ids(message: Message) -> list[str]:
     """The ids of a message's chunk vectors: ``<message id>#<chunk>``."""
-    return [f"{message.id}#{k}" for k in range(len(chunk_text(message.text)))]
+    return [f"{message.id}#{k}" for k in range(len(chunk_text(message.search_text)))]
 
 
 def vector_metadata(message: Message, thread: Thread | None) -> dict[str, Any]:

@@ -20,6 +20,7 @@ __all__ = [
     "RecallResult",
     "ThreadPage",
     "QueryResult",
+    "search_text",
     "IndexStats",
     "to_utc",
     "parse_time",
@@ -101,6 +102,18 @@ class MessageContent:
         return out
 
 
+def search_text(text: str, metadata: Mapping[str, Any] | None) -> str:
+    """A message's indexed text: ``text``, prefixed by a non-empty string ``metadata["speaker"]``.
+
+    >>> search_text("I adopted a dog", {"speaker": "Caroline"})
+    'Caroline: I adopted a dog'
+    """
+    speaker = (metadata or {}).get("speaker")
+    if isinstance(speaker, str) and speaker.strip() and text:
+        return f"{speaker.strip()}: {text}"
+    return text
+
+
 @dataclass(frozen=True)
 class Message:
     """One message of a thread."""
@@ -116,8 +129,14 @@ class Message:
 
     @property
     def text(self) -> str:
-        """The searchable text of the message."""
+        """The plain text of the message."""
         return self.content.plain_text
+
+    @property
+    def search_text(self) -> str:
+        """What semantic and lexical recall index: the text, after ``"<speaker>: "`` when
+        ``metadata["speaker"]`` names who said it."""
+        return search_text(self.text, self.metadata)
 
     def to_dict(self) -> dict[str, Any]:
         return {

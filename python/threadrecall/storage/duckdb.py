@@ -3,7 +3,8 @@
 Messages are also mirrored, after each commit, into the Rust core's ``Timeline``: per-thread
 orderings and metadata that serve ``recall`` in microseconds without a query. DuckDB is written
 first, inside one transaction per call; the mirror follows only what committed, and is rebuilt
-from the database when a store is opened.
+from the database when a store is opened. A second mirror, the BM25 ``LexicalIndex`` of
+message text, is built on first use (lexical or hybrid recall) and then kept up to date the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pyarrow as pa
 
 from .. import _core
 from ..errors import InvalidArgumentError, ThreadNotFoundError
-from ..types import Message, MessageContent, Resource, Thread, ThreadPage, dumps, to_utc
+from ..types import Message, MessageContent, Resource, Thread, ThreadPage, dumps, search_text, to_utc
 from .connection import Database
 from .thread_filter import thread_filter_sql, validate_thread_filter
 
@@ -118,6 +119,7 @@ class DuckDBStorage:
         self.timeline = _core.Timeline()
         self._seq = 0
         self._load_timeline()
+        self._lexical: _core.LexicalIndex | None = None
 
     @property
     def path(self) -> str:
@@ -195,7 +197,7 @@ class DuckDBStorage:
         with self.db.transaction() as tx:
             tx.execute("DELETE FROM messages WHERE thread_id = ?", [thread_id])
             tx.execute("DELETE FROM threads WHERE id = ?", [thread_id])
-            self.db.on_commit(lambda: self.timeline.remove_thread(thread_id))
+            self.db.on_commit(lambda: self._forget_thread(thread_id))
 
     def list_threads(self, *, resource_id: str | None = None, metadata: Any = None, page: int = 0,
                      per_page: int | bool = 100, order_by: Mapping[str, str] | None = None) -> ThreadPage:
@@ -316,8 +318,40 @@ class DuckDBStorage:
         with self.db.transaction() as tx:
             tx.execute("DELETE FROM messages WHERE id IN (SELECT unnest(?))", [gone])
             self._touch_threads(tx, {t for _, t in found})
-            self.db.on_commit(lambda: self.timeline.remove(gone))
+            self.db.on_commit(lambda: self._forget(gone))
         return gone
+
+    # ----------------------------------------------------------------------------- lexical index
+
+    def lexical(self) -> _core.LexicalIndex:
+        """The BM25 index of message search text, built from the database on the first call
+        and kept up to date after every commit from then on."""
+        if self._lexical is None:
+            with self.db.transaction() as tx:  # serialised with writers: no commit lands meanwhile
+                if self._lexical is None:
+                    self._lexical = self._build_lexical(tx)
+        return self._lexical
+
+    def _build_lexical(self, tx: Any, batch: int = 50_000) -> _core.LexicalIndex:
+        index = _core.LexicalIndex()
+        reader = tx.sql("SELECT id, thread_id, resource_id, content, metadata FROM messages ORDER BY seq"
+                        ).to_arrow_reader(batch)
+        for chunk in reader:
+            cols = chunk.to_pydict()
+            texts = [search_text(MessageContent.coerce(json.loads(c)).plain_text, json.loads(m))
+                     for c, m in zip(cols["content"], cols["metadata"])]
+            index.upsert(cols["id"], cols["thread_id"], cols["resource_id"], texts)
+        return index
+
+    def _forget(self, ids: list[str]) -> None:
+        self.timeline.remove(ids)
+        if self._lexical is not None:
+            self._lexical.remove(ids)
+
+    def _forget_thread(self, thread_id: str) -> None:
+        self.timeline.remove_thread(thread_id)
+        if self._lexical is not None:
+            self._lexical.remove_thread(thread_id)
 
     def _touch_threads(self, tx: Any, thread_ids: set[str]) -> None:
         tx.execute(
@@ -335,6 +369,9 @@ class DuckDBStorage:
             [m.metadata for m in messages],
             payloads,
         )
+        if self._lexical is not None:
+            self._lexical.upsert([m.id for m in messages], [m.thread_id for m in messages],
+                                 [m.resource_id for m in messages], [m.search_text for m in messages])
 
     def _load_timeline(self, batch: int = 100_000) -> None:
         self._seq = self.db.fetch_one("SELECT coalesce(max(seq), 0) FROM messages")[0]

@@ -1,0 +1,1 @@
+"""Retrieval-quality evaluations of recall on public conversation benchmarks."""

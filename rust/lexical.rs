@@ -1,0 +1,520 @@
+//! The lexical message index: BM25 over message text, an inverted index whose postings carry
+//! each message's thread and resource so a thread- or resource-scoped search is decided while
+//! walking the query terms' postings, never by visiting other documents.
+//!
+//! Text is cut by [`tokenize`]: lower-cased, split into Unicode alphanumeric words, English stop
+//! words dropped and a light suffix stemmer applied when the index is built with them. Scores
+//! are Okapi BM25 with corpus-wide statistics (document frequency and average length over every
+//! live message): `idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg_len))` with
+//! `idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`.
+//!
+//! Removing or replacing a message marks its slot dead (its postings are skipped and its terms'
+//! frequencies corrected at once); dead postings are swept when they outnumber the live ones.
+
+use std::collections::HashMap;
+
+/// English function words that carry no topic (used when `stop_words` is on).
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
+    "been", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "for", "from",
+    "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if",
+    "in", "into", "is", "it", "its", "just", "me", "my", "of", "on", "or", "our", "ours", "she",
+    "so", "some", "than", "that", "the", "their", "theirs", "them", "then", "there", "these",
+    "they", "this", "those", "to", "too", "us", "was", "we", "were", "what", "when", "where",
+    "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
+];
+
+/// How text is cut into terms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tokenizer {
+    pub stem: bool,
+    pub stop_words: bool,
+}
+
+impl Tokenizer {
+    /// The terms of `text`, in order (a term may repeat).
+    pub fn tokens(&self, text: &str) -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .filter(|w| !(self.stop_words && STOP_WORDS.binary_search(&w.as_str()).is_ok()))
+            .map(|w| if self.stem { stem(&w) } else { w })
+            .collect()
+    }
+}
+
+/// A light English suffix stemmer: plurals, `-ing`, `-ed` and `-ly`, only on longer words.
+fn stem(word: &str) -> String {
+    let n = word.chars().count();
+    let strip = |suffix: &str, min: usize, with: &str| -> Option<String> {
+        (n >= min && word.ends_with(suffix))
+            .then(|| format!("{}{}", &word[..word.len() - suffix.len()], with))
+    };
+    strip("ies", 5, "y")
+        .or_else(|| strip("sses", 5, "ss"))
+        .or_else(|| strip("ing", 6, ""))
+        .or_else(|| strip("ed", 5, ""))
+        .or_else(|| strip("ly", 5, ""))
+        .or_else(|| {
+            let keep = word.ends_with("ss") || word.ends_with("us") || word.ends_with("is");
+            if keep {
+                None
+            } else {
+                strip("s", 4, "")
+            }
+        })
+        .unwrap_or_else(|| word.to_string())
+}
+
+/// Which documents a search may return.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scope<'a> {
+    All,
+    Thread(&'a str),
+    Resource(&'a str),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    doc: u32,
+    thread: u32,
+    resource: u32,
+    tf: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Doc {
+    id: String,
+    thread: u32,
+    len: u32,
+    terms: Vec<u32>,
+    alive: bool,
+}
+
+/// Strings stored once and named by a number.
+#[derive(Debug, Default)]
+struct Names {
+    ids: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Names {
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+
+    fn get(&self, name: &str) -> Option<u32> {
+        self.ids.get(name).copied()
+    }
+}
+
+/// Resource number of a message that has none.
+const NO_RESOURCE: u32 = u32::MAX;
+
+/// BM25 over messages, searchable by thread or resource.
+#[derive(Debug)]
+pub struct LexicalIndex {
+    tokenizer: Tokenizer,
+    k1: f32,
+    b: f32,
+    terms: Names,
+    postings: Vec<Vec<Posting>>,
+    df: Vec<u32>,
+    docs: Vec<Doc>,
+    slot_of: HashMap<String, u32>,
+    threads: Names,
+    resources: Names,
+    live: usize,
+    dead_postings: usize,
+    live_postings: usize,
+    total_len: u64,
+}
+
+impl LexicalIndex {
+    pub fn new(tokenizer: Tokenizer, k1: f32, b: f32) -> Self {
+        LexicalIndex {
+            tokenizer,
+            k1,
+            b,
+            terms: Names::default(),
+            postings: Vec::new(),
+            df: Vec::new(),
+            docs: Vec::new(),
+            slot_of: HashMap::new(),
+            threads: Names::default(),
+            resources: Names::default(),
+            live: 0,
+            dead_postings: 0,
+            live_postings: 0,
+            total_len: 0,
+        }
+    }
+
+    /// Live documents.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    pub fn tokenizer(&self) -> Tokenizer {
+        self.tokenizer
+    }
+
+    /// Add a message, or replace the one with this id.
+    pub fn upsert(&mut self, id: &str, thread: &str, resource: Option<&str>, text: &str) {
+        self.remove_one(id);
+        let mut counts: HashMap<u32, u32> = HashMap::new();
+        let tokens = self.tokenizer.tokens(text);
+        for token in &tokens {
+            let term = self.terms.intern(token);
+            if term as usize == self.postings.len() {
+                self.postings.push(Vec::new());
+                self.df.push(0);
+            }
+            *counts.entry(term).or_insert(0) += 1;
+        }
+        let slot = self.docs.len() as u32;
+        let thread = self.threads.intern(thread);
+        let resource = resource.map_or(NO_RESOURCE, |r| self.resources.intern(r));
+        let mut terms: Vec<u32> = counts.keys().copied().collect();
+        terms.sort_unstable();
+        for &term in &terms {
+            let tf = counts[&term];
+            self.postings[term as usize].push(Posting {
+                doc: slot,
+                thread,
+                resource,
+                tf,
+            });
+            self.df[term as usize] += 1;
+        }
+        self.live_postings += terms.len();
+        self.total_len += tokens.len() as u64;
+        self.live += 1;
+        self.docs.push(Doc {
+            id: id.to_string(),
+            thread,
+            len: tokens.len() as u32,
+            terms,
+            alive: true,
+        });
+        self.slot_of.insert(id.to_string(), slot);
+        self.sweep_if_needed();
+    }
+
+    /// Remove messages by id; returns how many existed.
+    pub fn remove<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>) -> usize {
+        let removed = ids.into_iter().filter(|id| self.remove_one(id)).count();
+        self.sweep_if_needed();
+        removed
+    }
+
+    /// Remove every message of a thread; returns how many there were.
+    pub fn remove_thread(&mut self, thread: &str) -> usize {
+        let Some(number) = self.threads.get(thread) else {
+            return 0;
+        };
+        let ids: Vec<String> = self
+            .docs
+            .iter()
+            .filter(|d| d.alive && d.thread == number)
+            .map(|d| d.id.clone())
+            .collect();
+        self.remove(ids.iter().map(String::as_str))
+    }
+
+    fn remove_one(&mut self, id: &str) -> bool {
+        let Some(slot) = self.slot_of.remove(id) else {
+            return false;
+        };
+        let doc = &mut self.docs[slot as usize];
+        doc.alive = false;
+        for &term in &doc.terms {
+            self.df[term as usize] -= 1;
+        }
+        self.dead_postings += doc.terms.len();
+        self.live_postings -= doc.terms.len();
+        self.total_len -= doc.len as u64;
+        self.live -= 1;
+        true
+    }
+
+    /// Drop dead documents and their postings once they outnumber the live ones.
+    fn sweep_if_needed(&mut self) {
+        if self.dead_postings <= self.live_postings.max(1024) {
+            return;
+        }
+        let mut new_slot = vec![u32::MAX; self.docs.len()];
+        let mut docs = Vec::with_capacity(self.live);
+        for (old, doc) in std::mem::take(&mut self.docs).into_iter().enumerate() {
+            if doc.alive {
+                new_slot[old] = docs.len() as u32;
+                self.slot_of.insert(doc.id.clone(), docs.len() as u32);
+                docs.push(doc);
+            }
+        }
+        self.docs = docs;
+        for list in &mut self.postings {
+            list.retain(|p| new_slot[p.doc as usize] != u32::MAX);
+            for p in list.iter_mut() {
+                p.doc = new_slot[p.doc as usize];
+            }
+        }
+        self.dead_postings = 0;
+    }
+
+    /// The `k` best messages for `query` within `scope`, best first, as `(id, score)`; ties go
+    /// to the earlier-added message. Documents sharing no term with the query are not returned.
+    pub fn search(&self, query: &str, k: usize, scope: Scope<'_>) -> Vec<(String, f32)> {
+        let wanted = match scope {
+            Scope::All => None,
+            Scope::Thread(t) => match self.threads.get(t) {
+                Some(n) => Some((true, n)),
+                None => return Vec::new(),
+            },
+            Scope::Resource(r) => match self.resources.get(r) {
+                Some(n) => Some((false, n)),
+                None => return Vec::new(),
+            },
+        };
+        if k == 0 || self.live == 0 {
+            return Vec::new();
+        }
+        let mut terms: Vec<u32> = self
+            .tokenizer
+            .tokens(query)
+            .iter()
+            .filter_map(|t| self.terms.get(t))
+            .collect();
+        terms.sort_unstable();
+        terms.dedup();
+        let n = self.live as f32;
+        let avg_len = self.total_len as f32 / n;
+        let mut scores: HashMap<u32, f32> = HashMap::new();
+        for term in terms {
+            let df = self.df[term as usize] as f32;
+            if df == 0.0 {
+                continue;
+            }
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            for p in &self.postings[term as usize] {
+                let in_scope = match wanted {
+                    None => true,
+                    Some((true, t)) => p.thread == t,
+                    Some((false, r)) => p.resource == r,
+                };
+                let doc = &self.docs[p.doc as usize];
+                if !in_scope || !doc.alive {
+                    continue;
+                }
+                let tf = p.tf as f32;
+                let norm = self.k1 * (1.0 - self.b + self.b * doc.len as f32 / avg_len.max(1e-9));
+                *scores.entry(p.doc).or_insert(0.0) += idf * tf * (self.k1 + 1.0) / (tf + norm);
+            }
+        }
+        let mut ranked: Vec<(u32, f32)> = scores.into_iter().collect();
+        let by_rank = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if ranked.len() > k {
+            ranked.select_nth_unstable_by(k - 1, by_rank);
+            ranked.truncate(k);
+        }
+        ranked.sort_unstable_by(by_rank);
+        ranked
+            .into_iter()
+            .map(|(slot, score)| (self.docs[slot as usize].id.clone(), score))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAIN: Tokenizer = Tokenizer {
+        stem: false,
+        stop_words: false,
+    };
+
+    /// BM25 computed directly from the definition over `(id, thread, resource, text)` rows.
+    fn naive(
+        rows: &[(&str, &str, &str, &str)],
+        query: &str,
+        scope: Scope<'_>,
+    ) -> Vec<(String, f32)> {
+        let (k1, b) = (1.2f32, 0.75f32);
+        let docs: Vec<Vec<String>> = rows.iter().map(|r| PLAIN.tokens(r.3)).collect();
+        let n = docs.len() as f32;
+        let avg = docs.iter().map(Vec::len).sum::<usize>() as f32 / n;
+        let mut query_terms = PLAIN.tokens(query);
+        query_terms.sort();
+        query_terms.dedup();
+        let mut out = Vec::new();
+        for (row, doc) in rows.iter().zip(&docs) {
+            let in_scope = match scope {
+                Scope::All => true,
+                Scope::Thread(t) => row.1 == t,
+                Scope::Resource(r) => row.2 == r,
+            };
+            let mut score = 0.0f32;
+            let mut shared = false;
+            for term in &query_terms {
+                let tf = doc.iter().filter(|t| *t == term).count() as f32;
+                if tf == 0.0 {
+                    continue;
+                }
+                shared = true;
+                let df = docs.iter().filter(|d| d.contains(term)).count() as f32;
+                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                score += idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * doc.len() as f32 / avg));
+            }
+            if in_scope && shared {
+                out.push((row.0.to_string(), score));
+            }
+        }
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out
+    }
+
+    fn index_of(rows: &[(&str, &str, &str, &str)]) -> LexicalIndex {
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75);
+        for (id, thread, resource, text) in rows {
+            index.upsert(id, thread, Some(resource), text);
+        }
+        index
+    }
+
+    fn assert_same(got: &[(String, f32)], want: &[(String, f32)]) {
+        assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+        for (g, w) in got.iter().zip(want) {
+            assert!((g.1 - w.1).abs() < 1e-4, "{got:?} vs {want:?}");
+        }
+        let mut g: Vec<&str> = got.iter().map(|x| x.0.as_str()).collect();
+        let mut w: Vec<&str> = want.iter().map(|x| x.0.as_str()).collect();
+        g.sort();
+        w.sort();
+        assert_eq!(g, w);
+    }
+
+    const ROWS: &[(&str, &str, &str, &str)] = &[
+        ("m1", "t1", "r1", "I adopted a dog named Rex last week"),
+        (
+            "m2",
+            "t1",
+            "r1",
+            "The dog loves the park, the park loves the dog",
+        ),
+        ("m3", "t2", "r1", "We went camping by the lake"),
+        ("m4", "t3", "r2", "My cat hates the dog next door"),
+        ("m5", "t3", "r2", "Pottery class on Tuesday was fun"),
+        (
+            "m6",
+            "t4",
+            "r2",
+            "Camping trip to the mountains, then the lake again",
+        ),
+    ];
+
+    #[test]
+    fn scores_match_the_definition() {
+        let index = index_of(ROWS);
+        for query in [
+            "dog",
+            "the dog park",
+            "camping lake",
+            "pottery Tuesday",
+            "nothing here",
+        ] {
+            for scope in [
+                Scope::All,
+                Scope::Resource("r1"),
+                Scope::Resource("r2"),
+                Scope::Thread("t3"),
+            ] {
+                assert_same(&index.search(query, 10, scope), &naive(ROWS, query, scope));
+            }
+        }
+    }
+
+    #[test]
+    fn top_k_is_the_best_k_in_order() {
+        let index = index_of(ROWS);
+        let all = index.search("the dog lake camping", 10, Scope::All);
+        let two = index.search("the dog lake camping", 2, Scope::All);
+        assert_eq!(two, all[..2].to_vec());
+        assert!(all.windows(2).all(|w| w[0].1 >= w[1].1));
+    }
+
+    #[test]
+    fn unknown_scope_or_zero_k_returns_nothing() {
+        let index = index_of(ROWS);
+        assert!(index.search("dog", 5, Scope::Thread("nope")).is_empty());
+        assert!(index.search("dog", 5, Scope::Resource("nope")).is_empty());
+        assert!(index.search("dog", 0, Scope::All).is_empty());
+    }
+
+    #[test]
+    fn removal_and_update_match_a_fresh_index() {
+        let mut index = index_of(ROWS);
+        assert_eq!(index.remove(["m2", "missing"]), 1);
+        index.upsert("m3", "t2", Some("r1"), "A dog at the lake");
+        assert_eq!(index.remove_thread("t4"), 1);
+        let expected: Vec<(&str, &str, &str, &str)> = vec![
+            ROWS[0],
+            ("m3", "t2", "r1", "A dog at the lake"),
+            ROWS[3],
+            ROWS[4],
+        ];
+        assert_eq!(index.len(), 4);
+        for query in ["dog", "lake camping", "the"] {
+            assert_same(
+                &index.search(query, 10, Scope::All),
+                &naive(&expected, query, Scope::All),
+            );
+        }
+    }
+
+    #[test]
+    fn sweeping_dead_postings_keeps_results() {
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75);
+        for round in 0..50 {
+            for i in 0..100 {
+                let text = format!("word{} common round{round}", i % 7);
+                index.upsert(&format!("m{i}"), "t", Some("r"), &text);
+            }
+        }
+        assert_eq!(index.len(), 100);
+        let hits = index.search("word3", 100, Scope::All);
+        assert_eq!(hits.len(), (0..100).filter(|i| i % 7 == 3).count());
+        // 300 live postings; without sweeping there would be 15,000.
+        assert!(index.postings.iter().map(Vec::len).sum::<usize>() <= 300 + 1024 + 3);
+    }
+
+    #[test]
+    fn tokenizer_splits_lowers_stems_and_drops_stop_words() {
+        assert_eq!(
+            PLAIN.tokens("Hi, Caroline's café!"),
+            ["hi", "caroline", "s", "café"]
+        );
+        let light = Tokenizer {
+            stem: true,
+            stop_words: true,
+        };
+        assert_eq!(
+            light.tokens("The puppies were running to classes"),
+            ["puppy", "runn", "class"]
+        );
+        assert!(
+            STOP_WORDS.windows(2).all(|w| w[0] < w[1]),
+            "stop words must stay sorted"
+        );
+    }
+}
