@@ -611,8 +611,9 @@ impl PyLexicalIndex {
 
 #[pymethods]
 impl PyLexicalIndex {
+    /// `k1 = 0.9, b = 0.4` scored best of the settings tried on LoCoMo turns (short texts).
     #[new]
-    #[pyo3(signature = (*, k1=1.2, b=0.75, stem=true, stop_words=true))]
+    #[pyo3(signature = (*, k1=0.9, b=0.4, stem=true, stop_words=true))]
     fn new(k1: f32, b: f32, stem: bool, stop_words: bool) -> PyResult<Self> {
         if !(k1.is_finite() && k1 >= 0.0 && (0.0..=1.0).contains(&b)) {
             let text = format!("BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}");

@@ -108,7 +108,7 @@ class VectorIndex:
 class LexicalIndex:
     """BM25 over message text, searchable by thread or resource."""
 
-    def __init__(self, *, k1: float = 1.2, b: float = 0.75, stem: bool = True,
+    def __init__(self, *, k1: float = 0.9, b: float = 0.4, stem: bool = True,
                  stop_words: bool = True) -> None: ...
     def __len__(self) -> int: ...
     def upsert(self, ids: list[str], thread_ids: list[str], resource_ids: list[str | None],

@@ -1,4 +1,4 @@
-"""The ``threadrecall`` command: ``demo``, ``import`` and ``recall``."""
+"""The ``threadrecall`` command: ``demo``, ``import``, ``recall``, ``eval`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -107,6 +107,23 @@ def _import(args: argparse.Namespace) -> None:
     print(f"imported {count} messages into {args.db}")
 
 
+def _eval_locomo(args: argparse.Namespace) -> None:
+    from .evaluation import locomo
+
+    report = locomo.run(
+        args.path, conversations=args.conversations, modes=args.modes.split(","),
+        ks=[int(k) for k in args.k.split(",")], ranges=[int(r) for r in args.message_range.split(",")],
+        form=args.text,
+    )
+    print(f"LoCoMo evidence recall (%), {len(report['conversations'])} conversations, "
+          f"{report['turns']} turns, text form {report['text_form']!r}, {report['embedder']}, "
+          f"resource scope\n")
+    print(report["markdown"])
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2), "utf-8")
+        print(f"\nwrote {args.json}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="threadrecall", description="Conversation memory for AI agents.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -133,6 +150,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include", action="append", default=[], help="a message id to include (repeatable)")
     p.add_argument("--context", type=int, default=1, help="neighbours either side of each include")
     p.set_defaults(run=_recall)
+
+    p = sub.add_parser("eval", help="measure retrieval quality on a benchmark")
+    bench = p.add_subparsers(dest="benchmark", required=True)
+    p = bench.add_parser("locomo", help="evidence recall@K on LoCoMo (give the path to locomo10.json)")
+    p.add_argument("path")
+    p.add_argument("--conversations", type=int, help="only the first N conversations")
+    p.add_argument("--modes", default="vector,lexical,hybrid", help="comma-separated recall modes")
+    p.add_argument("--k", default="5,10,25", help="comma-separated top_k values")
+    p.add_argument("--message-range", default="0,1", help="comma-separated message_range values")
+    p.add_argument("--text", default="speaker", choices=("plain", "speaker", "caption", "speaker+caption"),
+                   help="what is indexed per turn")
+    p.add_argument("--json", help="also write the report as JSON to this file")
+    p.set_defaults(run=_eval_locomo)
     return parser
 
 

@@ -1,11 +1,17 @@
 """Which messages a semantic recall returns, by mode: vector, lexical (BM25) or hybrid.
 
-``vector`` ranks by embedding similarity (the message index); ``lexical`` by BM25 over the
-messages' search text (the storage's ``LexicalIndex``, with the thread or resource scope pushed
-into the scoring); ``hybrid`` fuses the two rankings' top ``max(top_k, CANDIDATES)`` by
-reciprocal rank, ``sum(1 / (RRF_K + rank))``, and keeps the best ``top_k``. The similarity
+- ``vector`` ranks by embedding similarity (the message index), as the reference does.
+- ``lexical`` ranks by BM25 over the messages' search text (the storage's ``LexicalIndex``,
+  with the thread or resource scope pushed into the scoring).
+- ``hybrid`` fuses the vector and lexical top ``CANDIDATES`` by weighted reciprocal rank,
+  ``LEXICAL_WEIGHT / (RRF_K + lexical rank) + 1 / (RRF_K + vector rank)``.
+
+In the lexical and hybrid modes a message's score then gains ``NEIGHBOUR_WEIGHT`` times the
+best score of the messages right before and after it in its thread (a reply is often found by
+the words of the turn it answers), and the best ``top_k`` are kept. The similarity
 ``threshold`` applies to vector scores only (BM25 scores have no fixed scale). A
 ``semantic_recall.filter`` (over thread metadata and the message fields) applies in every mode.
+The constants were chosen on LoCoMo (see ``threadrecall eval locomo``).
 """
 
 from __future__ import annotations
@@ -16,37 +22,43 @@ from . import _core
 from .semantic import MessageIndex, vector_metadata
 from .storage.duckdb import DuckDBStorage
 
-__all__ = ["CANDIDATES", "RRF_K", "lexical_ids", "ranked_ids", "reciprocal_rank_fusion"]
+__all__ = ["CANDIDATES", "LEXICAL_WEIGHT", "NEIGHBOUR_WEIGHT", "RRF_K", "lexical_scores",
+           "ranked_ids", "reciprocal_rank_fusion"]
 
-RRF_K = 60
-CANDIDATES = 50  # each ranking's depth before fusion
+RRF_K = 5
+LEXICAL_WEIGHT = 2.0
+NEIGHBOUR_WEIGHT = 0.5
+CANDIDATES = 100  # each ranking's depth before fusion and smoothing
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[str]:
-    """Ids ordered by ``sum(1 / (k + rank))`` over the rankings (rank from 1); ties keep the
-    order of first appearance.
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], weights: Sequence[float] | None = None,
+                           k: int = RRF_K) -> dict[str, float]:
+    """``sum(weight / (k + rank))`` per id over the rankings (rank counted from 1).
 
-    >>> reciprocal_rank_fusion([["a", "b", "c"], ["c", "a"]])
+    >>> fused = reciprocal_rank_fusion([["a", "b", "c"], ["c", "a"]], k=60)
+    >>> sorted(fused, key=lambda i: -fused[i])
     ['a', 'c', 'b']
     """
+    weights = weights or [1.0] * len(rankings)
     scores: dict[str, float] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights):
         for rank, item in enumerate(ranking, 1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
-    return sorted(scores, key=lambda i: -scores[i])
+            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
+    return scores
 
 
-def lexical_ids(storage: DuckDBStorage, query: str, top_k: int, scope: Mapping[str, str],
-                filter: Mapping[str, Any] | None = None) -> list[str]:
+def lexical_scores(storage: DuckDBStorage, query: str, top_k: int, scope: Mapping[str, str],
+                   filter: Mapping[str, Any] | None = None) -> dict[str, float]:
     """The ``top_k`` best BM25 matches in the scope (``{"thread_id": t}`` or
-    ``{"resource_id": r}``) that pass ``filter``, best first."""
+    ``{"resource_id": r}``) that pass ``filter``, best first, with their scores."""
     index = storage.lexical()
     k = top_k
     while True:
-        hits = [mid for mid, _ in index.search(query, k, **scope)]
-        passing = hits if filter is None else _passing(storage, hits, filter)
-        if len(passing) >= top_k or len(hits) < k:
-            return passing[:top_k]
+        hits = index.search(query, k, **scope)
+        passing = set(_passing(storage, [i for i, _ in hits], filter)) if filter else None
+        kept = [(i, s) for i, s in hits if passing is None or i in passing]
+        if len(kept) >= top_k or len(hits) < k:
+            return dict(kept[:top_k])
         k *= 4
 
 
@@ -54,18 +66,41 @@ def ranked_ids(semantic: Any, storage: DuckDBStorage, index: MessageIndex | None
                scope: Mapping[str, str]) -> list[str]:
     """The ids of the best ``semantic.top_k`` messages for ``query`` under ``semantic.mode``."""
     flt = dict(semantic.filter) if semantic.filter else None
-    top_k = semantic.top_k
-    if semantic.mode == "lexical":
-        return lexical_ids(storage, query, top_k, scope, flt)
-    depth = top_k if semantic.mode == "vector" else max(top_k, CANDIDATES)
-    where = {"$and": [dict(scope), flt]} if flt else dict(scope)
-    assert index is not None
-    hits = index.search(query, top_k=depth, filter=where, threshold=semantic.threshold)
-    vector = list(dict.fromkeys(h.message_id for h in hits))
     if semantic.mode == "vector":
-        return vector
-    lexical = lexical_ids(storage, query, depth, scope, flt)
-    return reciprocal_rank_fusion([vector, lexical])[:top_k]
+        return _vector_ids(index, query, semantic.top_k, scope, flt, semantic.threshold)
+    depth = max(semantic.top_k, CANDIDATES)
+    scores = lexical_scores(storage, query, depth, scope, flt)
+    if semantic.mode == "hybrid":
+        vector = _vector_ids(index, query, depth, scope, flt, semantic.threshold)
+        scores = reciprocal_rank_fusion([list(scores), vector], [LEXICAL_WEIGHT, 1.0])
+    scores = _with_neighbours(storage, scores, scope.get("resource_id"), flt)
+    return sorted(scores, key=lambda i: -scores[i])[:semantic.top_k]
+
+
+def _vector_ids(index: MessageIndex | None, query: str, top_k: int, scope: Mapping[str, str],
+                flt: Mapping[str, Any] | None, threshold: float | None) -> list[str]:
+    assert index is not None
+    where = {"$and": [dict(scope), flt]} if flt else dict(scope)
+    hits = index.search(query, top_k=top_k, filter=where, threshold=threshold)
+    return list(dict.fromkeys(h.message_id for h in hits))
+
+
+def _with_neighbours(storage: DuckDBStorage, scores: Mapping[str, float], resource_id: str | None,
+                     flt: Mapping[str, Any] | None) -> dict[str, float]:
+    """Each message's score plus ``NEIGHBOUR_WEIGHT`` times its best direct neighbour's; the
+    neighbours of scored messages are scored too (when they pass the filter)."""
+    timeline = storage.timeline
+
+    def neighbours(mid: str) -> list[str]:
+        return [r[0] for r in timeline.window([(mid, 1, 1)], resource_id) if r[0] != mid]
+
+    around = {m: neighbours(m) for m in scores}
+    entrants = {n for ns in around.values() for n in ns if n not in scores}
+    if flt and entrants:
+        entrants = set(_passing(storage, entrants, flt))
+    around.update((n, neighbours(n)) for n in entrants)
+    return {m: scores.get(m, 0.0) + NEIGHBOUR_WEIGHT * max((scores.get(n, 0.0) for n in ns), default=0.0)
+            for m, ns in around.items()}
 
 
 def _passing(storage: DuckDBStorage, ids: Iterable[str], filter: Mapping[str, Any]) -> list[str]:
