@@ -1,0 +1,228 @@
+"""Lexical (BM25) and hybrid semantic recall through Memory.recall, and the core's BM25 index."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from datetime import timedelta
+
+import pytest
+
+from threadrecall import Memory, _core
+from threadrecall.embedders import HashEmbedder
+from threadrecall.errors import ConfigurationError, InvalidArgumentError
+from threadrecall.hybrid import reciprocal_rank_fusion
+from threadrecall.storage import DuckDBStorage
+
+from conftest import T0
+
+TRIP = [
+    ("user", "We booked a cabin near the lake for the camping weekend."),
+    ("assistant", "Lovely. Remember the mosquito spray for the lake."),
+    ("user", "My sister adopted a puppy named Biscuit last week."),
+    ("assistant", "Biscuit is a great name for a puppy!"),
+    ("user", "I started pottery classes on Tuesdays."),
+    ("assistant", "Pottery is relaxing; what did you make first?"),
+    ("user", "A wobbly bowl, but I love it."),
+]
+
+
+def lexical_memory(storage, mode="lexical", **options):
+    config = {"last_messages": 0, "semantic_recall": {"top_k": 1, "message_range": 0, "mode": mode, **options}}
+    embedder = HashEmbedder(dim=64) if mode != "lexical" else None
+    return Memory(storage=storage, embedder=embedder, options=config)
+
+
+def save(memory, thread_id, rows, *, resource_id="r1", metadata=None):
+    memory.create_thread(resource_id, thread_id=thread_id, metadata=metadata)
+    return memory.save_messages([
+        {"id": f"{thread_id}-{i}", "thread_id": thread_id, "role": role, "content": text,
+         "created_at": T0 + timedelta(minutes=i)}
+        for i, (role, text) in enumerate(rows)
+    ])
+
+
+def ids(result):
+    return [m.id for m in result.messages]
+
+
+def test_lexical_mode_needs_no_embedder_and_finds_the_words(storage):
+    memory = lexical_memory(storage)
+    save(memory, "t1", TRIP)
+    result = memory.recall("t1", resource_id="r1", vector_search_string="What is the puppy called?")
+    assert len(result.messages) == 1
+    assert result.messages[0].id in ("t1-2", "t1-3")
+    assert "puppy" in result.messages[0].text.lower()
+
+
+def test_message_range_brings_neighbours_in_lexical_mode(storage):
+    memory = lexical_memory(storage, message_range=1)
+    save(memory, "t1", TRIP)
+    result = memory.recall("t1", resource_id="r1", vector_search_string="wobbly bowl")
+    assert ids(result) == ["t1-5", "t1-6"]
+
+
+def test_neighbours_of_matches_can_rank_after_them(storage):
+    memory = lexical_memory(storage, top_k=3)
+    save(memory, "t1", TRIP)
+    # only t1-6 holds the words; its neighbour t1-5 is scored from it; nothing else is
+    assert ids(memory.recall("t1", resource_id="r1", vector_search_string="wobbly bowl")) == ["t1-5", "t1-6"]
+    assert ids(memory.recall("t1", resource_id="r1", vector_search_string="zebra")) == []
+
+
+def test_resource_and_thread_scope(storage):
+    memory = lexical_memory(storage, top_k=5)
+    save(memory, "t1", TRIP[:2])
+    save(memory, "t2", [("user", "The lake was frozen this morning")])
+    save(memory, "other", [("user", "A lake house in another account")], resource_id="r2")
+    found = ids(memory.recall("t1", resource_id="r1", vector_search_string="lake"))
+    assert sorted(found) == ["t1-0", "t1-1", "t2-0"]
+    found = ids(memory.recall("t1", resource_id="r1", vector_search_string="lake",
+                              thread_config={"semantic_recall": {"scope": "thread"}}))
+    assert sorted(found) == ["t1-0", "t1-1"]
+
+
+def test_updates_and_deletes_reach_the_lexical_index(storage):
+    memory = lexical_memory(storage, top_k=1)
+    save(memory, "t1", TRIP)
+    save(memory, "t2", [("user", "Biscuit chewed my shoes")])
+
+    def search(text):
+        return ids(memory.recall("t1", resource_id="r1", vector_search_string=text))
+
+    assert search("Biscuit puppy name") == ["t1-3"]
+    memory.update_messages([{"id": "t1-3", "content": "What a lovely name for a dog"}])
+    memory.delete_messages(["t1-2"])
+    assert search("Biscuit") == ["t2-0"]
+    assert search("lovely dog") == ["t1-3"]
+    memory.delete_thread("t2")
+    assert search("Biscuit") == []
+    memory.save_messages([{"id": "t1-9", "thread_id": "t1", "role": "user", "content": "Biscuit again"}])
+    assert search("Biscuit") == ["t1-9"]
+
+
+def test_lexical_index_is_rebuilt_from_the_database_at_open(tmp_path):
+    path = tmp_path / "memory.duckdb"
+    first = DuckDBStorage(path)
+    memory = lexical_memory(first)
+    save(memory, "t1", TRIP)
+    assert ids(memory.recall("t1", resource_id="r1", vector_search_string="pottery")) == ["t1-4"]
+    memory.delete_messages(["t1-4"])
+    first.close()
+    second = DuckDBStorage(path)
+    memory = lexical_memory(second)
+    assert ids(memory.recall("t1", resource_id="r1", vector_search_string="pottery")) == ["t1-5"]
+    second.close()
+
+
+def test_speaker_metadata_is_searchable(storage):
+    memory = lexical_memory(storage, top_k=1)
+    memory.create_thread("r1", thread_id="t1")
+    memory.save_messages([
+        {"id": "a", "thread_id": "t1", "role": "user", "content": "I went hiking",
+         "metadata": {"speaker": "Caroline"}},
+        {"id": "b", "thread_id": "t1", "role": "assistant", "content": "I went hiking",
+         "metadata": {"speaker": "Melanie"}},
+    ])
+    assert memory.get_thread_by_id("t1") is not None
+    assert ids(memory.recall("t1", resource_id="r1", vector_search_string="Melanie hiking")) == ["b"]
+    assert memory.recall("t1", per_page=False).messages[0].text == "I went hiking"
+
+
+def test_filter_applies_to_lexical_hits(storage):
+    memory = lexical_memory(storage, top_k=5)
+    save(memory, "t1", TRIP[:2], metadata={"topic": "travel"})
+    save(memory, "t2", [("user", "The lake froze")], metadata={"topic": "weather"})
+    found = ids(memory.recall("t1", resource_id="r1", vector_search_string="lake",
+                              thread_config={"semantic_recall": {"filter": {"topic": "weather"}}}))
+    assert found == ["t2-0"]
+    found = ids(memory.recall("t1", resource_id="r1", vector_search_string="lake",
+                              thread_config={"semantic_recall": {"filter": {"role": "assistant"}}}))
+    assert found == ["t1-1"]
+
+
+def test_hybrid_returns_top_k_of_both_rankings(storage):
+    memory = lexical_memory(storage, mode="hybrid", top_k=2)
+    save(memory, "t1", TRIP)
+    found = ids(memory.recall("t1", resource_id="r1", vector_search_string="pottery classes"))
+    assert len(found) == 2 and "t1-4" in found
+    # the threshold drops vector hits only: BM25 still finds the words
+    found = ids(memory.recall("t1", resource_id="r1", vector_search_string="pottery classes",
+                              thread_config={"semantic_recall": {"threshold": 1.01}}))
+    assert "t1-4" in found
+
+
+def test_unknown_mode_is_a_configuration_error(storage):
+    with pytest.raises(ConfigurationError, match="mode"):
+        lexical_memory(storage, mode="fuzzy")
+    with pytest.raises(ConfigurationError, match="embedder"):
+        Memory(storage=storage, options={"semantic_recall": {"mode": "hybrid"}})
+
+
+def test_reciprocal_rank_fusion_weights():
+    fused = reciprocal_rank_fusion([["a", "b"], ["b", "c"]], [2.0, 1.0], k=5)
+    assert fused == pytest.approx({"a": 2 / 6, "b": 2 / 7 + 1 / 6, "c": 1 / 7})
+
+
+# ---- the core index against a direct BM25 computation ----
+
+def tokens(text, stop=frozenset()):
+    return [w for w in re.split(r"[^\w]|_", text.lower()) if w and w not in stop]
+
+
+def naive_bm25(docs, query, k1, b):
+    """``{id: score}`` straight from the BM25 definition, over ``{id: text}``."""
+    toks = {i: tokens(t) for i, t in docs.items()}
+    n = len(toks)
+    avg = sum(map(len, toks.values())) / n
+    out = {}
+    for i, doc in toks.items():
+        score, shared = 0.0, False
+        for term in set(tokens(query)):
+            tf = doc.count(term)
+            if tf:
+                shared = True
+                df = sum(term in d for d in toks.values())
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(doc) / avg))
+        if shared:
+            out[i] = score
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_core_bm25_matches_the_definition_after_churn(seed):
+    rng = random.Random(seed)
+    words = ["lake", "dog", "pottery", "cabin", "run", "blue", "music", "book", "tea", "paris"]
+    index = _core.LexicalIndex(k1=0.9, b=0.4, stem=False, stop_words=False)
+    docs = {}
+    for step in range(300):
+        mid = f"m{rng.randrange(60)}"
+        if rng.random() < 0.2:
+            index.remove([mid])
+            docs.pop(mid, None)
+        else:
+            text = " ".join(rng.choice(words) for _ in range(rng.randrange(1, 12)))
+            index.upsert([mid], ["t"], ["r"], [text])
+            docs[mid] = text
+    assert len(index) == len(docs)
+    for query in ["lake dog", "pottery", "tea paris music", "nothing"]:
+        want = naive_bm25(docs, query, 0.9, 0.4)
+        got = dict(index.search(query, 100))
+        assert got.keys() == want.keys()
+        for key in want:
+            assert got[key] == pytest.approx(want[key], rel=1e-4)
+
+
+def test_core_index_rejects_bad_arguments():
+    with pytest.raises(InvalidArgumentError):
+        _core.LexicalIndex(b=2.0)
+    index = _core.LexicalIndex()
+    with pytest.raises(InvalidArgumentError):
+        index.upsert(["a"], [], [None], ["x"])
+    with pytest.raises(InvalidArgumentError):
+        index.search("x", 1, thread_id="t", resource_id="r")
+    with pytest.raises(InvalidArgumentError):
+        index.search("x", -1)
+    assert index.tokenize("The puppies were RUNNING") == ["puppy", "runn"]
