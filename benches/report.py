@@ -51,7 +51,16 @@ def _load(name: str, file: str) -> Any:
 
 cv = _load("compare_vectors", "compare_vectors.py")
 fixtures = _load("bench_fixtures", "conftest.py")
-recall_sql = _load("bench_recall_sql", "bench_recall.py")
+# bench_recall.py (read for its SQL) imports ``conftest``: give it this folder's, even under pytest.
+_outer_conftest = sys.modules.get("conftest")
+sys.modules["conftest"] = fixtures
+try:
+    recall_sql = _load("bench_recall_sql", "bench_recall.py")
+finally:
+    if _outer_conftest is None:
+        del sys.modules["conftest"]
+    else:
+        sys.modules["conftest"] = _outer_conftest
 
 from threadrecall import Memory, _core  # noqa: E402
 from threadrecall.cli import import_messages  # noqa: E402
