@@ -307,9 +307,9 @@ def parse_inline_values(text: str, extractors: Sequence[ResolvedExtractor]) -> I
         except ValueError:
             pass
         _accept(extractor, [*candidates, body], values, errors)
-    stripped = _VALUES_BLOCK.sub("", text)
+    stripped = _whole_lines(_VALUES_BLOCK).sub("", text)
     for slug in inline:
-        stripped = _section(slug).sub("", stripped)
+        stripped = _whole_lines(_section(slug)).sub("", stripped)
     stripped = re.sub(r"\n{3,}", "\n\n", stripped).strip()
     failures = [{"slug": slug, "error": error} for slug, error in errors.items()]
     return InlineValues(values, failures, stripped)
@@ -475,6 +475,11 @@ def _mismatch(slug: str, exc: Exception) -> str:
 
 def _section(slug: str) -> re.Pattern[str]:
     return re.compile(rf"<{re.escape(slug)}>(.*?)</{re.escape(slug)}>", re.DOTALL)
+
+
+def _whole_lines(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    """``pattern`` plus the blanks around it and one line end, so removing it leaves no gap."""
+    return re.compile(rf"[ \t]*(?:{pattern.pattern})[ \t]*\n?", pattern.flags)
 
 
 def _has_text(value: Any) -> bool:
