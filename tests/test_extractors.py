@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import pytest
 from pydantic import BaseModel
-
 from threadrecall.errors import ExtractorError
-from threadrecall.extractors import (RESERVED_SLUGS, Extractor, ExtractorContext,
-                                     parse_inline_values, resolve_extractors, slugify_extractor_name,
-                                     structured_request)
+from threadrecall.extractors import (
+    RESERVED_SLUGS,
+    Extractor,
+    ExtractorContext,
+    parse_inline_values,
+    resolve_extractors,
+    slugify_extractor_name,
+    structured_request,
+)
 from threadrecall.models import ScriptedModel
 from threadrecall.summarize import summarize_conversation
 

@@ -9,7 +9,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from threadrecall.errors import AbortedError, ConfigurationError, ModelError
 from threadrecall.models import OpenAIChatModel, resolve_model
 

@@ -9,16 +9,21 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from pydantic import BaseModel
-
 from threadrecall.errors import AbortedError, ExtractorError, InvalidArgumentError, ModelError
 from threadrecall.extractors import Extractor
 from threadrecall.models import Generation, ScriptedModel
-from threadrecall.summarize import (SummarizeResult, asummarize_conversation, coerce_messages,
-                                    load_messages_for_summary, parse_observations,
-                                    summarize_conversation)
+from threadrecall.summarize import (
+    SummarizeResult,
+    asummarize_conversation,
+    coerce_messages,
+    load_messages_for_summary,
+    parse_observations,
+    summarize_conversation,
+)
 
 T0 = datetime(2026, 1, 5, 9, 30, tzinfo=timezone.utc)
-OBS = "<observations>\nDate: Jan 5, 2026\n* 🔴 (09:30) User called about a leaking tap.\n</observations>"
+OBS = ("<observations>\nDate: Jan 5, 2026\n* 🔴 (09:30) User called about a leaking tap.\n"
+       "</observations>")
 USAGE = {"input_tokens": 100, "output_tokens": 50, "total_tokens": 150}
 
 
@@ -121,7 +126,8 @@ def test_list_item_fallback_and_line_cut():
 
 
 def test_only_line_anchored_blocks_count():
-    text = "I will write <observations>inline</observations>\n<observations>\n* kept\n</observations>"
+    text = ("I will write <observations>inline</observations>\n"
+            "<observations>\n* kept\n</observations>")
     assert parse_observations(text) == "* kept"
 
 

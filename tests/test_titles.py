@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from threadrecall.errors import ModelError
 from threadrecall.models import ScriptedModel
 from threadrecall.titles import DEFAULT_TITLE_INSTRUCTIONS, agenerate_title, generate_title

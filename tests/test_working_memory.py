@@ -8,12 +8,19 @@ from datetime import datetime, timezone
 
 import pytest
 from pydantic import BaseModel
-
-from threadrecall.errors import (ConfigurationError, InvalidArgumentError, ResourceMismatchError,
-                                 ThreadNotFoundError)
+from threadrecall.errors import (
+    ConfigurationError,
+    InvalidArgumentError,
+    ResourceMismatchError,
+    ThreadNotFoundError,
+)
 from threadrecall.types import Message, MessageContent, Resource, Thread
-from threadrecall.working_memory import (THREAD_METADATA_KEY, WorkingMemory, deep_merge,
-                                         strip_working_memory)
+from threadrecall.working_memory import (
+    THREAD_METADATA_KEY,
+    WorkingMemory,
+    deep_merge,
+    strip_working_memory,
+)
 
 try:
     from threadrecall.storage.duckdb import DuckDBStorage
@@ -252,8 +259,8 @@ def test_default_markdown_template_and_system_message(storage):
     message = wm.system_message("t1", resource_id="r1")
     assert "<working_memory_template>\n# User Information" in message
     assert all(f"**{f}**" in message for f in fields)
-    assert "<working_memory_data>\n# User Information\n- **First Name**: Ana\n</working_memory_data>" \
-        in message
+    data = "# User Information\n- **First Name**: Ana"
+    assert f"<working_memory_data>\n{data}\n</working_memory_data>" in message
     assert "updateWorkingMemory" in message
     read_only = wm.system_message("t1", resource_id="r1", read_only=True)
     assert "read-only" in read_only and "updateWorkingMemory" not in read_only

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from .models.base import generate_async
 

@@ -19,8 +19,9 @@ import functools
 import inspect
 import json
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from .effects import Callback, ModelCall, Program
 from .errors import AbortedError, ExtractorError
@@ -86,7 +87,7 @@ class ExtractedContext:
     """What an ``on_extracted`` hook receives."""
 
     source: str
-    extractor: "Extractor"
+    extractor: Extractor
     thread_id: str
     resource_id: str | None
     current: Any
@@ -110,7 +111,8 @@ class Extractor:
     ('project-status', 'inline', 'extracted.project-status')
     """
 
-    def __init__(self, name: str, *, instructions: str | Callable[[ExtractorContext], str] | None = None,
+    def __init__(self, name: str, *,
+                 instructions: str | Callable[[ExtractorContext], str] | None = None,
                  schema: Any = None, metadata_key_path: str | bool | None = None,
                  on_extracted: Callable[[ExtractedContext], Any] | None = None,
                  include_previous_extraction: bool = True, mode: str | None = None,
@@ -196,7 +198,7 @@ class Extractor:
         node[leaf] = value
         return out
 
-    def resolve(self, context: ExtractorContext) -> "ResolvedExtractor":
+    def resolve(self, context: ExtractorContext) -> ResolvedExtractor:
         """Evaluate dynamic instructions and schema for one run."""
         instructions = self.instructions
         if callable(instructions):
@@ -239,7 +241,8 @@ def resolve_extractors(extractors: Iterable[Extractor] | None,
     resolved = []
     for extractor in extractors or ():
         if not isinstance(extractor, Extractor):
-            raise ExtractorError(f"extract must hold Extractor objects, got {type(extractor).__name__}")
+            raise ExtractorError(
+                f"extract must hold Extractor objects, got {type(extractor).__name__}")
         if extractor.slug in seen:
             raise ExtractorError(f'Duplicate extractor slug "{extractor.slug}" from '
                                  f'"{seen[extractor.slug].name}" and "{extractor.name}".')

@@ -13,15 +13,22 @@ import inspect
 import json
 import re
 import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from .effects import ModelCall, Program, run_async, run_sync
 from .errors import InvalidArgumentError, ModelError
-from .extractors import (Extractor, ExtractorContext, apply_extractor_hooks,
-                         extract_structured_values, inline_sections_prompt, parse_inline_values,
-                         resolve_extractors)
+from .extractors import (
+    Extractor,
+    ExtractorContext,
+    apply_extractor_hooks,
+    extract_structured_values,
+    inline_sections_prompt,
+    parse_inline_values,
+    resolve_extractors,
+)
 from .models.base import add_usage, empty_usage, raise_if_aborted
 from .models.router import resolve_model
 from .types import Message, to_utc
@@ -306,7 +313,8 @@ def parse_observations(text: str) -> str:
     """The summary in a model answer: every line-anchored ``<observations>`` block, or, when
     there is none, only the list-item lines. Overlong lines are cut.
 
-    >>> parse_observations("chatter\\n<observations>\\n* a\\n</observations>\\n<observations>* b</observations>")
+    >>> parse_observations("chatter\\n<observations>\\n* a\\n</observations>\\n"
+    ...                    "<observations>* b</observations>")
     '* a\\n* b'
     >>> parse_observations("Here:\\n- a\\n1. b\\nbye")
     '- a\\n1. b'

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .effects import ModelCall, Program, run_async, run_sync
 from .models.router import resolve_model
@@ -77,7 +78,8 @@ def generate_title(model: Any, messages: Iterable[Message | Mapping[str, Any]], 
     """A title for the conversation, or None when there is nothing to name or the model fails.
 
     >>> from threadrecall.models import ScriptedModel
-    >>> generate_title(ScriptedModel(["Leaking kitchen tap"]), [{"role": "user", "content": "My tap leaks"}])
+    >>> model = ScriptedModel(["Leaking kitchen tap"])
+    >>> generate_title(model, [{"role": "user", "content": "My tap leaks"}])
     'Leaking kitchen tap'
     """
     try:

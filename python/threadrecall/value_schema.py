@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -163,8 +164,8 @@ def _check(value: Any, schema: Any, where: str, root: Mapping[str, Any]) -> list
         if options:
             matches = sum(not _check(value, option, where, root) for option in options)
             if matches == 0 or (key == "oneOf" and matches > 1):
-                problems.append(f"{where}: does not match {'any' if key == 'anyOf' else 'exactly one'} "
-                                "of the allowed forms")
+                which = "any" if key == "anyOf" else "exactly one"
+                problems.append(f"{where}: does not match {which} of the allowed forms")
     for option in schema.get("allOf") or ():
         problems += _check(value, option, where, root)
     return problems
@@ -183,7 +184,8 @@ def _skeleton(schema: Any, root: Mapping[str, Any], depth: int) -> Any:
     kind = schema.get("type")
     kind = next((k for k in kind if k != "null"), None) if isinstance(kind, list) else kind
     if (kind == "object" or "properties" in schema) and depth < 8:
-        return {k: _skeleton(v, root, depth + 1) for k, v in (schema.get("properties") or {}).items()}
+        properties = schema.get("properties") or {}
+        return {k: _skeleton(v, root, depth + 1) for k, v in properties.items()}
     if kind == "array":
         return []
     if kind == "string":

@@ -11,17 +11,23 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any
 
 from .config import WorkingMemoryConfig
-from .errors import (ConfigurationError, InvalidArgumentError, ResourceMismatchError,
-                     ThreadNotFoundError)
+from .errors import (
+    ConfigurationError,
+    InvalidArgumentError,
+    ResourceMismatchError,
+    ThreadNotFoundError,
+)
 from .types import Message, MessageContent
 from .value_schema import ValueSchema
 
 __all__ = [
     "DEFAULT_TEMPLATE",
+    "DEFAULT_TEMPLATE_FIELDS",
     "THREAD_METADATA_KEY",
     "UPDATE_TOOL_NAME",
     "WorkingMemory",
@@ -31,18 +37,11 @@ __all__ = [
     "strip_working_memory_tags",
 ]
 
-DEFAULT_TEMPLATE = """\
-# User Information
-- **First Name**: 
-- **Last Name**: 
-- **Location**: 
-- **Occupation**: 
-- **Interests**: 
-- **Goals**: 
-- **Events**: 
-- **Facts**: 
-- **Projects**: 
-"""
+DEFAULT_TEMPLATE_FIELDS = ("First Name", "Last Name", "Location", "Occupation", "Interests",
+                           "Goals", "Events", "Facts", "Projects")
+# Each field line ends in ": " (an empty value waiting to be filled in).
+DEFAULT_TEMPLATE = "# User Information\n" + "".join(
+    f"- **{field}**: \n" for field in DEFAULT_TEMPLATE_FIELDS)
 THREAD_METADATA_KEY = "working_memory"
 UPDATE_TOOL_NAME = "updateWorkingMemory"
 NOT_ENABLED = "Working memory is not enabled for this memory instance"
@@ -241,12 +240,14 @@ def render_system_message(template: Mapping[str, str], data: str | None, *,
         how = (f"call the {UPDATE_TOOL_NAME} tool with a JSON object holding only the fields "
                "that changed; they are merged into the memory. Set a field to null to remove "
                "it. Lists are replaced as a whole.")
-        layout = f"The memory is a JSON object of this shape:\n<working_memory_template>\n{shape}\n</working_memory_template>"
+        layout = ("The memory is a JSON object of this shape:\n"
+                  f"<working_memory_template>\n{shape}\n</working_memory_template>")
     else:
         how = (f"call the {UPDATE_TOOL_NAME} tool with the complete updated memory, following "
                "the template; it replaces the previous version, so keep everything still true.")
         layout = ("The memory follows this template:\n"
-                  f"<working_memory_template>\n{template.get('content', '')}\n</working_memory_template>")
+                  f"<working_memory_template>\n{template.get('content', '')}\n"
+                  "</working_memory_template>")
     return (
         "WORKING MEMORY\n"
         "You keep a working memory about the user: facts that stay true across conversations, "

@@ -16,8 +16,9 @@ import os
 import random
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import httpx
 
@@ -180,7 +181,7 @@ class OpenAIChatModel:
         if status in RETRY_STATUSES:
             return _Retry(self._error(response, "the server is busy or failing"),
                           _retry_after(response.headers.get("retry-after")))
-        if status == 400:
+        if status in (400, 422):
             message = _error_text(response).lower()
             if "response_format" in body and ("response_format" in message
                                               or "json_schema" in message):

@@ -7,8 +7,9 @@ with ``<PROVIDER>_BASE_URL`` (``OPENAI_BASE_URL`` for ``openai``).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import ConfigurationError
 from .openai import OpenAIChatModel

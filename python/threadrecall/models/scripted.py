@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..errors import ModelError
 from .base import ChatMessage, Generation, empty_usage, parse_json_text
