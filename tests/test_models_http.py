@@ -278,3 +278,25 @@ def test_router_returns_model_objects_unchanged():
 def test_router_errors(spec, text):
     with pytest.raises(ConfigurationError, match=text):
         resolve_model(spec, env={})
+
+
+# ---------------------------------------------------------------------------- end to end
+
+def test_summary_with_structured_extractor_over_http(server):
+    from threadrecall import extractors, summarize
+
+    server.reply(200, completion("<observations>\n* 🔴 (09:30) User wants a plumber.\n"
+                                 "</observations>", 120, 30))
+    server.reply(400, {"error": {"message": "'response_format' of type 'json_schema' is not "
+                                            "supported with this model"}})
+    server.reply(200, completion('{"service": "plumbing"}'))
+    service = extractors.Extractor("service", instructions="The service asked for.",
+                                   schema={"type": "string"})
+    result = summarize.summarize_conversation(
+        [{"role": "user", "content": "I need a plumber"}], client(server), extract=[service])
+    assert result.summary == "* 🔴 (09:30) User wants a plumber."
+    assert result.extracted == {"service": "plumbing"}
+    assert result.usage == {"input_tokens": 120, "output_tokens": 30, "total_tokens": 150}
+    assert server.requests[0]["body"]["temperature"] == 0.3
+    assert "response_format" in server.requests[1]["body"]
+    assert "response_format" not in server.requests[2]["body"]
