@@ -2,9 +2,13 @@
 //!
 //! The core knows nothing of Python; `py` (behind the `python` feature) is the only binding.
 
+pub mod context;
 pub mod error;
+pub mod filter;
 
 #[cfg(feature = "python")]
 mod py;
 
+pub use context::{Bound, Include, PageQuery, Row, RowRef, Timeline};
 pub use error::{CoreError, Result};
+pub use filter::{Filter, Input, Record, Value};

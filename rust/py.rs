@@ -1,8 +1,13 @@
 //! The Python binding: thin wrappers over the core, numpy in and out, one error mapping.
 
-use pyo3::prelude::*;
+use std::sync::{PoisonError, RwLock};
 
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+use crate::context::{Bound as TimeBound, Include, PageQuery, Row, RowRef, Timeline};
 use crate::error::CoreError;
+use crate::filter::{Filter, Input, Record, Value, MAX_DEPTH};
 
 pyo3::import_exception!(threadrecall.errors, InvalidFilterError);
 pyo3::import_exception!(threadrecall.errors, FilterTypeError);
@@ -26,5 +31,342 @@ impl From<CoreError> for PyErr {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(validate_metadata_filter, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_vector_filter, m)?)?;
+    m.add_function(wrap_pyfunction!(matches_metadata_filter, m)?)?;
+    m.add_function(wrap_pyfunction!(matches_vector_filter, m)?)?;
+    m.add_class::<PyTimeline>()?;
     Ok(())
+}
+
+// ---- filters ----
+
+/// Converts any Python object into a filter input tree. Booleans are checked before ints;
+/// ints beyond i64 become floats; NaN and infinities are kept so the parser can reject them.
+pub(crate) fn input_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Input> {
+    input_at_depth(obj, 0)
+}
+
+fn input_at_depth(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Input> {
+    if depth > 2 * MAX_DEPTH + 2 {
+        return Ok(Input::Unsupported("too deeply nested value".into()));
+    }
+    if let Some(scalar) = scalar_input(obj)? {
+        return Ok(scalar);
+    }
+    if let Ok(dict) = obj.cast::<PyDict>() {
+        let mut entries = Vec::with_capacity(dict.len());
+        for (key, value) in dict.iter() {
+            let Ok(key) = key.cast::<PyString>() else {
+                let kind = key.get_type().name()?;
+                return Err(CoreError::InvalidFilter(format!(
+                    "filter keys must be strings, not {kind}"
+                ))
+                .into());
+            };
+            entries.push((
+                key.to_string_lossy().into_owned(),
+                input_at_depth(&value, depth + 1)?,
+            ));
+        }
+        return Ok(Input::Map(entries));
+    }
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        let items = obj.try_iter()?;
+        return Ok(Input::List(
+            items
+                .map(|item| input_at_depth(&item?, depth + 1))
+                .collect::<PyResult<_>>()?,
+        ));
+    }
+    Ok(Input::Unsupported(obj.get_type().name()?.to_string()))
+}
+
+/// None, bool, int, float or str as an input leaf; `None` for anything else.
+fn scalar_input(obj: &Bound<'_, PyAny>) -> PyResult<Option<Input>> {
+    Ok(Some(if obj.is_none() {
+        Input::Null
+    } else if let Ok(b) = obj.cast::<PyBool>() {
+        Input::Bool(b.is_true())
+    } else if let Ok(i) = obj.cast::<PyInt>() {
+        match i.extract::<i64>() {
+            Ok(v) => Input::Int(v),
+            Err(_) => Input::Float(i.extract::<f64>().unwrap_or(if i.lt(0)? {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            })),
+        }
+    } else if let Ok(f) = obj.cast::<PyFloat>() {
+        Input::Float(f.value())
+    } else if let Ok(s) = obj.cast::<PyString>() {
+        Input::Str(s.to_string_lossy().into_owned())
+    } else {
+        return Ok(None);
+    }))
+}
+
+/// Shallow message metadata as a record: scalars kept, anything else stored as `Other`.
+fn record_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Record> {
+    if obj.is_none() {
+        return Ok(Record::new());
+    }
+    let dict = obj.cast::<PyDict>().map_err(|_| {
+        CoreError::InvalidArgument("message metadata must be a dict or None".into())
+    })?;
+    let mut record = Record::new();
+    for (key, value) in dict.iter() {
+        let key = key.cast::<PyString>().map_err(|_| {
+            CoreError::InvalidArgument("message metadata keys must be strings".into())
+        })?;
+        let value = scalar_input(&value)?.map_or(Value::Other, Value::from_input);
+        record.set(&key.to_string_lossy(), value);
+    }
+    Ok(record)
+}
+
+/// Checks recall's `filter.metadata`; raises InvalidFilterError or FilterTypeError.
+#[pyfunction]
+fn validate_metadata_filter(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    Filter::metadata(&input_from_py(obj)?)?;
+    Ok(())
+}
+
+/// Checks a Mongo-style vector filter; raises InvalidFilterError or FilterTypeError.
+#[pyfunction]
+fn validate_vector_filter(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    Filter::vector(&input_from_py(obj)?)?;
+    Ok(())
+}
+
+/// For each metadata dict (or None), whether it passes the vector filter.
+#[pyfunction]
+fn matches_vector_filter(
+    py: Python<'_>,
+    filter: &Bound<'_, PyAny>,
+    records: Vec<Bound<'_, PyAny>>,
+) -> PyResult<Vec<bool>> {
+    let filter = Filter::vector(&input_from_py(filter)?)?;
+    evaluate(py, filter, &records)
+}
+
+/// For each metadata dict (or None), whether it passes recall's metadata filter.
+#[pyfunction]
+fn matches_metadata_filter(
+    py: Python<'_>,
+    filter: &Bound<'_, PyAny>,
+    records: Vec<Bound<'_, PyAny>>,
+) -> PyResult<Vec<bool>> {
+    let filter = Filter::metadata(&input_from_py(filter)?)?;
+    evaluate(py, filter, &records)
+}
+
+fn evaluate(
+    py: Python<'_>,
+    filter: Option<Filter>,
+    records: &[Bound<'_, PyAny>],
+) -> PyResult<Vec<bool>> {
+    let records = records
+        .iter()
+        .map(record_from_py)
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(py.detach(|| {
+        records
+            .iter()
+            .map(|r| filter.as_ref().is_none_or(|f| f.matches(r)))
+            .collect()
+    }))
+}
+
+// ---- timeline ----
+
+/// A message as Python sees it: (id, thread_id, resource_id, created_at_us, seq, payload).
+type RowTuple = (String, String, Option<String>, i64, u64, String);
+
+fn row_tuple(row: RowRef<'_>) -> RowTuple {
+    (
+        row.id.to_owned(),
+        row.thread_id.to_owned(),
+        row.resource_id.map(str::to_owned),
+        row.created_at,
+        row.seq,
+        row.payload.to_owned(),
+    )
+}
+
+fn non_negative(name: &str, value: i64) -> PyResult<usize> {
+    usize::try_from(value)
+        .map_err(|_| CoreError::InvalidArgument(format!("{name} must be >= 0")).into())
+}
+
+/// The in-memory message timeline; safe to share between Python threads.
+#[pyclass(name = "Timeline", module = "threadrecall._core", frozen)]
+struct PyTimeline {
+    inner: RwLock<Timeline>,
+}
+
+impl PyTimeline {
+    fn read<T>(&self, py: Python<'_>, f: impl FnOnce(&Timeline) -> T + Send) -> T
+    where
+        T: Send,
+    {
+        py.detach(|| f(&self.inner.read().unwrap_or_else(PoisonError::into_inner)))
+    }
+
+    fn write<T>(&self, py: Python<'_>, f: impl FnOnce(&mut Timeline) -> T + Send) -> T
+    where
+        T: Send,
+    {
+        py.detach(|| f(&mut self.inner.write().unwrap_or_else(PoisonError::into_inner)))
+    }
+}
+
+#[pymethods]
+impl PyTimeline {
+    #[new]
+    fn new() -> Self {
+        PyTimeline {
+            inner: RwLock::new(Timeline::new()),
+        }
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.read(py, Timeline::len)
+    }
+
+    /// Inserts or replaces messages by id; all lists must have the same length.
+    #[allow(clippy::too_many_arguments)]
+    fn upsert(
+        &self,
+        py: Python<'_>,
+        ids: Vec<String>,
+        mut thread_ids: Vec<String>,
+        mut resource_ids: Vec<Option<String>>,
+        created_at: Vec<i64>,
+        seqs: Vec<i64>,
+        metadata: Vec<Bound<'_, PyAny>>,
+        mut payloads: Vec<String>,
+    ) -> PyResult<()> {
+        let n = ids.len();
+        let lengths = [
+            thread_ids.len(),
+            resource_ids.len(),
+            created_at.len(),
+            seqs.len(),
+            metadata.len(),
+            payloads.len(),
+        ];
+        if lengths.iter().any(|&len| len != n) {
+            let text = "upsert lists must all have the same length";
+            return Err(CoreError::InvalidArgument(text.into()).into());
+        }
+        let mut rows = Vec::with_capacity(n);
+        for (i, id) in ids.into_iter().enumerate() {
+            rows.push(Row {
+                id,
+                thread_id: std::mem::take(&mut thread_ids[i]),
+                resource_id: resource_ids[i].take(),
+                created_at: created_at[i],
+                seq: non_negative("seq", seqs[i])? as u64,
+                metadata: record_from_py(&metadata[i])?,
+                payload: std::mem::take(&mut payloads[i]).into(),
+            });
+        }
+        self.write(py, |t| t.upsert(rows));
+        Ok(())
+    }
+
+    /// Removes messages by id; returns how many were present.
+    fn remove(&self, py: Python<'_>, ids: Vec<String>) -> usize {
+        self.write(py, |t| {
+            t.remove(&ids.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+    }
+
+    /// Removes every message of a thread; returns how many there were.
+    fn remove_thread(&self, py: Python<'_>, thread_id: &str) -> usize {
+        self.write(py, |t| t.remove_thread(thread_id))
+    }
+
+    /// The message with this id as a row tuple, or None.
+    fn get(&self, py: Python<'_>, id: &str) -> Option<RowTuple> {
+        self.read(py, |t| t.get(id).map(row_tuple))
+    }
+
+    /// One page of a thread's messages and the count of all that pass the filters.
+    #[pyo3(signature = (thread_id, *, resource_id=None, start=None, start_exclusive=false,
+        end=None, end_exclusive=false, metadata=None, descending=false, offset=0, limit=None,
+        after_id=None, before_id=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn page(
+        &self,
+        py: Python<'_>,
+        thread_id: &str,
+        resource_id: Option<&str>,
+        start: Option<i64>,
+        start_exclusive: bool,
+        end: Option<i64>,
+        end_exclusive: bool,
+        metadata: Option<&Bound<'_, PyAny>>,
+        descending: bool,
+        offset: i64,
+        limit: Option<i64>,
+        after_id: Option<&str>,
+        before_id: Option<&str>,
+    ) -> PyResult<(Vec<RowTuple>, usize)> {
+        let filter = match metadata {
+            Some(obj) => Filter::metadata(&input_from_py(obj)?)?,
+            None => None,
+        };
+        let query = PageQuery {
+            thread_id,
+            resource_id,
+            start: start.map(|at| TimeBound {
+                at,
+                exclusive: start_exclusive,
+            }),
+            end: end.map(|at| TimeBound {
+                at,
+                exclusive: end_exclusive,
+            }),
+            metadata: filter.as_ref(),
+            descending,
+            offset: non_negative("offset", offset)?,
+            limit: limit.map(|l| non_negative("limit", l)).transpose()?,
+            after_id,
+            before_id,
+        };
+        let (rows, total) = self.read(py, |t| {
+            t.page(&query)
+                .map(|(rows, total)| (rows.into_iter().map(row_tuple).collect(), total))
+        })?;
+        Ok((rows, total))
+    }
+
+    /// Each (id, before, after) include's message and neighbours from its own thread,
+    /// de-duplicated, in chronological order.
+    #[pyo3(signature = (includes, resource_id=None))]
+    fn window(
+        &self,
+        py: Python<'_>,
+        includes: Vec<(String, i64, i64)>,
+        resource_id: Option<&str>,
+    ) -> PyResult<Vec<RowTuple>> {
+        let includes = includes
+            .iter()
+            .map(|(id, before, after)| {
+                Ok(Include {
+                    id,
+                    before: non_negative("before", *before)?,
+                    after: non_negative("after", *after)?,
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(self.read(py, |t| {
+            t.window(&includes, resource_id)
+                .into_iter()
+                .map(row_tuple)
+                .collect()
+        }))
+    }
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import duckdb
 
@@ -91,6 +91,11 @@ class Database:
                 return
         callback()
 
+    def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """The first row of a query (the result is read to the end, as DuckDB requires)."""
+        rows = self.cursor().execute(sql, params).fetchall()
+        return rows[0] if rows else None
+
     def migrate(self, component: str, steps: Sequence[str]) -> None:
         """Bring ``component``'s tables forward: run the SQL steps not yet applied, in order.
 
@@ -101,7 +106,7 @@ class Database:
             tx.execute(
                 "CREATE TABLE IF NOT EXISTS schema_version (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
             )
-            row = tx.execute("SELECT version FROM schema_version WHERE component = ?", [component]).fetchone()
+            row = self.fetch_one("SELECT version FROM schema_version WHERE component = ?", [component])
             current = row[0] if row else 0
             for step in steps[current:]:
                 tx.execute(step)

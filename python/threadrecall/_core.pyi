@@ -1,0 +1,64 @@
+"""Type stub of the compiled core module ``threadrecall._core``."""
+
+from typing import Any
+
+__version__: str
+
+Row = tuple[str, str, str | None, int, int, str]
+"""A timeline message: (id, thread_id, resource_id, created_at_us, seq, payload)."""
+
+def validate_metadata_filter(obj: Any) -> None:
+    """Check recall's ``filter.metadata``; raise InvalidFilterError or FilterTypeError."""
+
+def validate_vector_filter(obj: Any) -> None:
+    """Check a Mongo-style vector filter; raise InvalidFilterError or FilterTypeError."""
+
+def matches_metadata_filter(filter: Any, records: list[dict[str, Any] | None]) -> list[bool]:
+    """For each shallow metadata dict, whether it passes recall's metadata filter."""
+
+def matches_vector_filter(filter: Any, records: list[dict[str, Any] | None]) -> list[bool]:
+    """For each shallow metadata dict, whether it passes the vector filter."""
+
+class Timeline:
+    """In-memory replica of the messages table, ordered per thread by (created_at, seq)."""
+
+    def __init__(self) -> None: ...
+    def __len__(self) -> int: ...
+    def upsert(
+        self,
+        ids: list[str],
+        thread_ids: list[str],
+        resource_ids: list[str | None],
+        created_at: list[int],
+        seqs: list[int],
+        metadata: list[dict[str, Any] | None],
+        payloads: list[str],
+    ) -> None:
+        """Insert or replace messages by id; created_at in µs since the epoch."""
+    def remove(self, ids: list[str]) -> int:
+        """Remove messages by id; return how many were present."""
+    def remove_thread(self, thread_id: str) -> int:
+        """Remove every message of a thread; return how many there were."""
+    def get(self, id: str) -> Row | None:
+        """The message with this id, or None."""
+    def page(
+        self,
+        thread_id: str,
+        *,
+        resource_id: str | None = None,
+        start: int | None = None,
+        start_exclusive: bool = False,
+        end: int | None = None,
+        end_exclusive: bool = False,
+        metadata: dict[str, Any] | None = None,
+        descending: bool = False,
+        offset: int = 0,
+        limit: int | None = None,
+        after_id: str | None = None,
+        before_id: str | None = None,
+    ) -> tuple[list[Row], int]:
+        """One page of a thread's messages and the count of all that pass the filters."""
+    def window(
+        self, includes: list[tuple[str, int, int]], resource_id: str | None = None
+    ) -> list[Row]:
+        """Each (id, before, after) message with its neighbours, de-duplicated, chronological."""

@@ -1,0 +1,150 @@
+"""The ``threadrecall`` command: ``demo``, ``import`` and ``recall``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib import resources
+from itertools import islice
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from .errors import ThreadRecallError
+from .memory import Memory
+from .storage import DuckDBStorage
+from .types import Message
+
+__all__ = ["main"]
+
+SAMPLE = "sample_conversation.jsonl"
+
+
+def read_jsonl(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"line {number}: not JSON ({exc.msg})") from None
+
+
+def import_messages(memory: Memory, rows: Iterable[dict[str, Any]], *, total: int | None = None,
+                    batch: int = 1000, progress: bool = True) -> int:
+    """Save messages in batches (one transaction each), with a progress bar."""
+    from tqdm import tqdm
+
+    count = 0
+    rows = iter(rows)
+    with tqdm(total=total, unit="msg", disable=not progress, file=sys.stderr) as bar:
+        while chunk := list(islice(rows, batch)):
+            count += len(memory.save_messages(chunk))
+            bar.update(len(chunk))
+    return count
+
+
+def sample_lines() -> list[str]:
+    return resources.files("threadrecall").joinpath("data", SAMPLE).read_text("utf-8").splitlines()
+
+
+def _line(message: Message) -> str:
+    when = message.created_at.strftime("%Y-%m-%d %H:%M")
+    return f"  {when}  {message.thread_id:<15} {message.role:<9} {message.text[:70]}"
+
+
+def _show(title: str, messages: Sequence[Message], extra: str = "") -> None:
+    print(f"\n{title}{extra}")
+    for m in messages:
+        print(_line(m))
+
+
+def demo(db: Path) -> None:
+    """Import the bundled sample conversation into a DuckDB file and recall from it."""
+    if db.exists():
+        db.unlink()
+    memory = Memory(storage=DuckDBStorage(db))
+    count = import_messages(memory, read_jsonl(sample_lines()), progress=False)
+    threads = memory.list_threads(per_page=False)
+    print(f"Stored {count} messages in {threads.total} threads in {db}")
+
+    last = memory.recall("trip-planning", resource_id="alice", per_page=4)
+    _show("Last 4 messages of trip-planning", last.messages,
+          f" (total {last.total}, has_more {last.has_more})")
+    page = memory.recall("trip-planning", per_page=4, page=1)
+    _show("The page before them (per_page=4, page=1)", page.messages)
+    dated = memory.recall("trip-planning", per_page=False, filter={"date_range": {
+        "start": "2024-03-04T09:10:00Z", "end": "2024-03-04T09:20:00Z"}})
+    _show("Between 09:10 and 09:20", dated.messages)
+    tips = memory.recall("laptop-support", per_page=False, filter={"metadata": {"kind": "tip"}})
+    _show('Messages with metadata kind == "tip"', tips.messages)
+    context = memory.recall("book-club", per_page=0, include=[
+        {"id": "trip-planning-06", "with_previous_messages": 1, "with_next_messages": 1}])
+    _show("trip-planning-06 with one message either side", context.messages)
+    memory.storage.close()
+
+
+def _recall(args: argparse.Namespace) -> None:
+    memory = Memory(storage=DuckDBStorage(args.db))
+    date_range = {k: v for k, v in (("start", args.start), ("end", args.end)) if v}
+    flt: dict[str, Any] = {}
+    if date_range:
+        flt["date_range"] = date_range
+    if args.metadata:
+        flt["metadata"] = json.loads(args.metadata)
+    include = [{"id": i, "with_previous_messages": args.context, "with_next_messages": args.context}
+               for i in args.include]
+    per_page: int | bool | None = False if args.all else args.per_page
+    result = memory.recall(args.thread_id, resource_id=args.resource_id, per_page=per_page, page=args.page,
+                           include=include or None, filter=flt or None)
+    json.dump(result.to_dict(), sys.stdout, indent=2, ensure_ascii=False)
+    print()
+
+
+def _import(args: argparse.Namespace) -> None:
+    memory = Memory(storage=DuckDBStorage(args.db))
+    lines = Path(args.file).read_text("utf-8").splitlines()
+    count = import_messages(memory, read_jsonl(lines), total=sum(1 for line in lines if line.strip()))
+    print(f"imported {count} messages into {args.db}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="threadrecall", description="Conversation memory for AI agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="import a sample conversation and show recall")
+    p.add_argument("--db", type=Path, default=Path("threadrecall-demo.duckdb"))
+    p.set_defaults(run=lambda a: demo(a.db))
+
+    p = sub.add_parser("import", help="import messages from a JSONL file (one message per line)")
+    p.add_argument("file")
+    p.add_argument("--db", required=True)
+    p.set_defaults(run=_import)
+
+    p = sub.add_parser("recall", help="recall a thread's messages as JSON")
+    p.add_argument("thread_id")
+    p.add_argument("--db", required=True)
+    p.add_argument("--resource-id")
+    p.add_argument("--per-page", type=int)
+    p.add_argument("--all", action="store_true", help="every message (per_page=False)")
+    p.add_argument("--page", type=int, default=0)
+    p.add_argument("--start", help="ISO-8601 lower bound of created_at")
+    p.add_argument("--end", help="ISO-8601 upper bound of created_at")
+    p.add_argument("--metadata", help='JSON object, e.g. \'{"kind": "tip"}\'')
+    p.add_argument("--include", action="append", default=[], help="a message id to include (repeatable)")
+    p.add_argument("--context", type=int, default=1, help="neighbours either side of each include")
+    p.set_defaults(run=_recall)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except ThreadRecallError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

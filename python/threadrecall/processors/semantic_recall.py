@@ -1,0 +1,143 @@
+"""``SemanticRecall``: similar past messages brought into a turn, and new messages indexed."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
+
+from ..config import SemanticRecallConfig
+from ..semantic import MessageIndex
+from ..storage.duckdb import DuckDBStorage, message_of
+from ..types import Message, MessageContent
+
+__all__ = ["SemanticRecall", "format_other_threads"]
+
+_ROLE_ORDER = {"system": 0, "user": 1, "assistant": 2, "tool": 3}
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_HEADER = "The following messages were remembered from a different conversation:"
+
+
+class SemanticRecall:
+    """Recall similar messages on input; embed the turn's new messages on output.
+
+    It shares its write path and vector index (``memory_messages[_<dim>]`` unless ``index_name``
+    is given) with ``Memory``, so either can write what the other reads.
+    """
+
+    id = "semantic-recall"
+    name = "SemanticRecall"
+
+    def __init__(self, storage: DuckDBStorage, vector: Any, embedder: Any, *, top_k: int = 4,
+                 message_range: int | Mapping[str, int] = 1, scope: str = "resource",
+                 threshold: float | None = None, index_name: str | None = None,
+                 logger: logging.Logger | None = None) -> None:
+        self.config = SemanticRecallConfig(top_k=top_k, message_range=message_range, scope=scope,
+                                           threshold=threshold, index_name=index_name)
+        self.storage = storage
+        self.index = MessageIndex(vector, embedder, index_name=index_name)
+        self.logger = logger or logging.getLogger("threadrecall.semantic_recall")
+
+    def process_input(self, messages: Sequence[Message | Mapping[str, Any]], *, thread_id: str | None,
+                      resource_id: str | None = None) -> list[Message]:
+        """``[other threads as one system message] + [same-thread hits] + messages``."""
+        given = [_as_message(m, thread_id, resource_id) for m in messages]
+        if not thread_id:
+            return given
+        query = _last_user_text(given)
+        if not query:
+            return given
+        try:
+            recalled = self._recall(query, thread_id, resource_id)
+        except Exception:  # a failed recall must never break the turn
+            self.logger.exception("semantic recall failed; continuing without recalled messages")
+            return given
+        present = {m.id for m in given}
+        recalled = [m for m in recalled if m.id not in present]
+        own = [_from_memory(m) for m in recalled if m.thread_id in (thread_id, None, "")]
+        others = [m for m in recalled if m.thread_id not in (thread_id, None, "")]
+        prefix: list[Message] = []
+        if others and self.config.scope == "resource":
+            prefix.append(_system(format_other_threads(others, thread_id), thread_id, resource_id))
+        return prefix + own + given
+
+    def process_output_result(self, messages: Sequence[Message | Mapping[str, Any]], *,
+                              thread_id: str | None, resource_id: str | None = None) -> list[Message]:
+        """Embed and index the new messages of the turn; returns them unchanged."""
+        given = [_as_message(m, thread_id, resource_id) for m in messages]
+        if not thread_id:
+            return given
+        fresh = [m for m in given if m.role != "system" and m.text.strip()
+                 and (m.metadata or {}).get("source") != "memory"]
+        if not fresh:
+            return given
+        try:
+            embedded = self.index.prepare(fresh)
+            thread = self.storage.get_thread(thread_id)
+            threads = {thread_id: thread} if thread else {}
+            with self.storage.db.transaction():
+                stored = [old for m in fresh if (old := self.storage.get_message(m.id)) is not None]
+                self.index.write(embedded, {m.id: m for m in fresh}, threads, stored)
+        except Exception:
+            self.logger.exception("indexing new messages failed; they will not be recalled semantically")
+        return given
+
+    def _recall(self, query: str, thread_id: str, resource_id: str | None) -> list[Message]:
+        config = self.config
+        use_resource = config.scope == "resource" and resource_id
+        where = {"resource_id": resource_id} if use_resource else {"thread_id": thread_id}
+        hits = self.index.search(query, top_k=config.top_k, filter=where, threshold=config.threshold)
+        if not hits:
+            return []
+        before, after = config.range()
+        rows = self.storage.timeline.window([(h.message_id, before, after) for h in hits], resource_id or None)
+        return [message_of(r) for r in rows]
+
+
+def format_other_threads(messages: Sequence[Message], thread_id: str) -> str:
+    """Other threads' messages as dated lines inside the remembered-conversation envelope."""
+    ordered = sorted(messages, key=lambda m: (m.created_at, m.thread_id, _ROLE_ORDER.get(m.role, 9), m.id))
+    lines: list[str] = []
+    day = None
+    for m in ordered:
+        when = m.created_at.astimezone(timezone.utc)
+        if when.date() != day:
+            day = when.date()
+            lines.append(f"the following messages are from {when.year}, {_MONTHS[when.month - 1]}, {when.day}")
+        label = " from previous conversation" if m.thread_id != thread_id else ""
+        lines.append(f"Message{label} at {_clock(when)}: {m.role.capitalize()}: {m.text}")
+    body = "\n".join(lines)
+    return f"{_HEADER}\n<remembered_from_other_conversation>\n{body}\n<end_remembered_from_other_conversation>"
+
+
+def _clock(when: datetime) -> str:
+    hour = when.hour % 12 or 12
+    return f"{hour}:{when.minute:02d} {'AM' if when.hour < 12 else 'PM'}"
+
+
+def _last_user_text(messages: Sequence[Message]) -> str:
+    for m in reversed(messages):
+        if m.role == "user":
+            return m.text.strip()
+    return ""
+
+
+def _from_memory(message: Message) -> Message:
+    return replace(message, metadata={**message.metadata, "source": "memory"})
+
+
+def _system(text: str, thread_id: str, resource_id: str | None) -> Message:
+    return Message(id=f"semantic-recall-{thread_id}", thread_id=thread_id, resource_id=resource_id,
+                   role="system", content=MessageContent.coerce(text), created_at=datetime.now(timezone.utc))
+
+
+def _as_message(value: Message | Mapping[str, Any], thread_id: str | None, resource_id: str | None) -> Message:
+    if isinstance(value, Message):
+        return value
+    data = {"thread_id": thread_id, "resource_id": resource_id,
+            "created_at": datetime.now(timezone.utc), **dict(value)}
+    if not data.get("id"):
+        data["id"] = str(uuid.uuid4())
+    return Message.from_dict(data)

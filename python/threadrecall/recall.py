@@ -1,0 +1,187 @@
+"""The history half of ``Memory.recall``: a page of a thread merged with included messages.
+
+Everything here reads the storage's in-memory timeline, so a page, a filtered page or an
+include with its neighbours costs a binary search in the Rust core, not a database query.
+The rules follow the reference: the newest ``per_page`` messages when no order is given
+(queried newest-first, returned oldest-first), filters applied before ``total`` and paging,
+includes exempt from filters and not counted, the result de-duplicated and chronological.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Mapping, Sequence
+
+from .errors import InvalidArgumentError
+from .storage.duckdb import DuckDBStorage, MessageRow, message_of, to_micros
+from .types import Message, RecallResult, parse_time
+
+__all__ = ["Include", "HistoryQuery", "read_history", "check_thread_id", "parse_includes"]
+
+
+@dataclass(frozen=True)
+class Include:
+    """A message to bring in with ``before``/``after`` neighbours from its own thread."""
+
+    id: str
+    before: int = 0
+    after: int = 0
+
+
+@dataclass(frozen=True)
+class HistoryQuery:
+    thread_id: str
+    resource_id: str | None
+    per_page: int | bool
+    page: int
+    date_range: Mapping[str, Any] | None
+    metadata: Mapping[str, Any] | None
+    order_by: Mapping[str, Any] | None
+    after_id: str | None = None
+    before_id: str | None = None
+
+
+def check_thread_id(thread_id: Any) -> str:
+    if not isinstance(thread_id, str) or not thread_id.strip():
+        raise InvalidArgumentError("threadId must be a non-empty string")
+    return thread_id
+
+
+def check_paging(page: Any, per_page: Any) -> None:
+    if not _is_count(page):
+        raise InvalidArgumentError("page must be >= 0")
+    if per_page is not False and per_page is not None and not _is_count(per_page):
+        raise InvalidArgumentError("perPage must be >= 0")
+
+
+def parse_includes(include: Any, default_context: int) -> list[Include]:
+    """Validate caller includes: ``[{"id", "thread_id"?, "with_previous_messages"?, ...}]``."""
+    if include is None:
+        return []
+    if not isinstance(include, Sequence) or isinstance(include, (str, bytes)):
+        raise InvalidArgumentError("include must be a list of {'id': ...} entries")
+    out = []
+    for entry in include:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("id"), str) or not entry["id"]:
+            raise InvalidArgumentError("each include entry needs a non-empty string 'id'")
+        before = entry.get("with_previous_messages", default_context)
+        after = entry.get("with_next_messages", default_context)
+        if not (_is_count(before) and _is_count(after)):
+            raise InvalidArgumentError(
+                "with_previous_messages and with_next_messages must be non-negative integers"
+            )
+        out.append(Include(entry["id"], before, after))
+    return out
+
+
+def date_bounds(date_range: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Translate ``filter.date_range`` into the timeline's µs bounds."""
+    if not date_range:
+        return {}
+    if not isinstance(date_range, Mapping):
+        raise InvalidArgumentError("filter.date_range must be a mapping")
+    unknown = set(date_range) - {"start", "end", "start_exclusive", "end_exclusive"}
+    if unknown:
+        raise InvalidArgumentError(f"unknown filter.date_range key(s): {', '.join(sorted(unknown))}")
+    bounds: dict[str, Any] = {}
+    for side in ("start", "end"):
+        value = date_range.get(side)
+        if value is not None:
+            try:
+                when = parse_time(value)
+            except (TypeError, ValueError) as exc:
+                raise InvalidArgumentError(f"filter.date_range.{side}: {exc}") from None
+            assert isinstance(when, datetime)
+            bounds[side] = to_micros(when)
+            bounds[f"{side}_exclusive"] = bool(date_range.get(f"{side}_exclusive", False))
+    return bounds
+
+
+def read_history(storage: DuckDBStorage, q: HistoryQuery, includes: Sequence[Include]) -> RecallResult:
+    """One page of a thread plus its includes, with ``total`` and ``has_more``."""
+    timeline = storage.timeline
+    resource = q.resource_id or None  # an empty resource id leaves the page unscoped
+    bounds = date_bounds(q.date_range)
+    filtered = bool(bounds) or bool(q.metadata)
+    descending = _descending(q.order_by, q.per_page)
+    window = timeline.window([(i.id, i.before, i.after) for i in includes], resource) if includes else []
+
+    if q.per_page is not False and q.per_page == 0:
+        return _result(window, [], 0, q.page, 0, False)
+
+    if q.after_id is not None or q.before_id is not None:
+        return _cursor_page(storage, q, bounds, window)
+
+    limit = None if q.per_page is False else q.per_page
+    offset = 0 if q.per_page is False else q.page * q.per_page
+    rows, total = timeline.page(
+        q.thread_id, resource_id=resource, metadata=q.metadata or None,
+        descending=descending, offset=offset, limit=limit, **bounds,
+    )
+    if q.per_page is False:
+        has_more = False
+    else:
+        shown = len(rows) if q.metadata else q.per_page
+        has_more = offset + shown < total
+        if has_more and window:
+            on_page = {r[0] for r in rows}
+            extra = [r for r in window if r[1] == q.thread_id and r[0] not in on_page]
+            if filtered and extra:
+                passing = _passing(storage, q, bounds, [r[0] for r in extra])
+                extra = [r for r in extra if r[0] in passing]
+            has_more = len(rows) + len(extra) < total
+    return _result(window, rows, total, q.page, q.per_page, has_more)
+
+
+def _cursor_page(storage: DuckDBStorage, q: HistoryQuery, bounds: dict[str, Any],
+                 window: list[MessageRow]) -> RecallResult:
+    """``per_page`` messages right after ``after_id`` or right before ``before_id``.
+
+    ``total`` counts the messages (passing the filters) on the cursor's side, so ``has_more``
+    says whether another page lies beyond this one in the same direction.
+    """
+    if q.per_page is False:
+        raise InvalidArgumentError("cursor paging needs an integer per_page")
+    rows, total = storage.timeline.page(
+        q.thread_id, resource_id=q.resource_id or None, metadata=q.metadata or None,
+        limit=q.per_page, after_id=q.after_id, before_id=q.before_id, **bounds,
+    )
+    return _result(window, rows, total, 0, q.per_page, total > q.per_page)
+
+
+def _passing(storage: DuckDBStorage, q: HistoryQuery, bounds: dict[str, Any], ids: list[str]) -> set[str]:
+    """Which of ``ids`` (messages of the queried thread) pass the call's filters."""
+    rows, _ = storage.timeline.page(
+        q.thread_id, resource_id=q.resource_id or None, metadata=q.metadata or None, **bounds,
+    )
+    wanted = set(ids)
+    return {r[0] for r in rows if r[0] in wanted}
+
+
+def _descending(order_by: Mapping[str, Any] | None, per_page: int | bool) -> bool:
+    if order_by is None:
+        return per_page is not False  # newest-first, then re-sorted chronologically
+    if not isinstance(order_by, Mapping):
+        raise InvalidArgumentError("order_by must be a mapping like {'field': 'created_at', 'direction': 'DESC'}")
+    field = order_by.get("field", "created_at")
+    direction = str(order_by.get("direction", "DESC")).upper()
+    if field != "created_at" or direction not in ("ASC", "DESC"):
+        raise InvalidArgumentError(
+            f"order_by must be {{'field': 'created_at', 'direction': 'ASC' | 'DESC'}}, got {dict(order_by)!r}"
+        )
+    return direction == "DESC"
+
+
+def _result(window: Sequence[MessageRow], rows: Sequence[MessageRow], total: int, page: int,
+            per_page: int | bool, has_more: bool) -> RecallResult:
+    merged = {r[0]: r for r in rows}
+    for r in window:
+        merged.setdefault(r[0], r)
+    ordered = sorted(merged.values(), key=lambda r: (r[3], r[4]))
+    messages: list[Message] = [message_of(r) for r in ordered]
+    return RecallResult(messages, total, page, per_page, has_more)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

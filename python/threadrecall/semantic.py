@@ -1,0 +1,178 @@
+"""The message vector index: what is embedded, under which ids and metadata, and how it is searched.
+
+One write path serves ``Memory`` and the ``SemanticRecall`` processor. A message's searchable
+text is cut into chunks of at most ``CHUNK_CHARS`` characters; chunk ``k`` of message ``m`` is
+stored under the vector id ``m#k`` with metadata naming the message, its thread, resource, role,
+creation time, and the thread's own metadata (so a vector filter can select by it). Vectors are
+written through the vector store in the caller's transaction, so messages and their vectors land
+together or not at all.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .embedders import CachedEmbedder, shared_cache
+from .errors import DimensionMismatchError
+from .types import Message, Thread
+
+__all__ = ["CHUNK_CHARS", "Embedded", "Hit", "MessageIndex", "chunk_text", "index_name_for"]
+
+CHUNK_CHARS = 4096 * 4  # 4,096 tokens of about 4 characters
+RESERVED_KEYS = ("message_id", "thread_id", "resource_id", "role", "created_at")
+_WHITESPACE = re.compile(r"\s+")
+
+
+def chunk_text(text: str, limit: int = CHUNK_CHARS) -> list[str]:
+    """Words joined greedily with single spaces into chunks of at most ``limit`` characters.
+
+    >>> chunk_text("a  b\\n c", limit=3)
+    ['a b', 'c']
+    """
+    chunks: list[str] = []
+    current = ""
+    for word in _WHITESPACE.split(text.strip()):
+        while len(word) > limit:
+            if current:
+                chunks.append(current)
+                current = ""
+            chunks.append(word[:limit])
+            word = word[limit:]
+        if not word:
+            continue
+        if current and len(current) + 1 + len(word) <= limit:
+            current += " " + word
+        else:
+            if current:
+                chunks.append(current)
+            current = word
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def index_name_for(dimension: int) -> str:
+    """``memory_messages`` for 1536-d embeddings, ``memory_messages_<dim>`` otherwise."""
+    return "memory_messages" if dimension == 1536 else f"memory_messages_{dimension}"
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """Chunk vectors of some messages: ``message_ids[i]`` owns ``vectors[i]``."""
+
+    message_ids: list[str]
+    vectors: np.ndarray
+
+
+@dataclass(frozen=True)
+class Hit:
+    message_id: str
+    thread_id: str
+    score: float
+
+
+class MessageIndex:
+    """Messages' vectors in a vector store: written, removed and searched by message."""
+
+    def __init__(self, vector: Any, embedder: Any, *, index_name: str | None = None) -> None:
+        self.vector = vector
+        self.embedder: CachedEmbedder = shared_cache(embedder)
+        self.name = index_name or index_name_for(self.embedder.dimension)
+        self._named = index_name is not None
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def ensure(self) -> None:
+        """Create the index once (an existing one of another dimension is an error)."""
+        if not self._ready:
+            with self._lock:
+                if not self._ready:
+                    self._check_no_other_dimension()
+                    self.vector.create_index(self.name, self.embedder.dimension, "cosine")
+                    self._ready = True
+
+    def _check_no_other_dimension(self) -> None:
+        """Refuse to start a second message index beside one of another dimension."""
+        if self._named:
+            return
+        others = [n for n in self.vector.list_indexes()
+                  if (n == "memory_messages" or n.startswith("memory_messages_")) and n != self.name]
+        if others:
+            found = self.vector.describe_index(others[0]).dimension
+            raise DimensionMismatchError(
+                f"messages in this database are embedded with {found} dimensions (index {others[0]}) "
+                f"but the embedder {self.embedder.model_id} gives {self.embedder.dimension}; use the "
+                "same embedder, or delete that index to re-embed"
+            )
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embedder.embed(chunk_text(text) or [""])
+
+    def prepare(self, messages: Sequence[Message]) -> Embedded:
+        """Embed the text of ``messages``: the slow part, done before any transaction opens."""
+        owners: list[str] = []
+        chunks: list[str] = []
+        for m in messages:
+            pieces = chunk_text(m.text)
+            owners.extend([m.id] * len(pieces))
+            chunks.extend(pieces)
+        if not chunks:
+            return Embedded([], np.zeros((0, self.embedder.dimension), np.float32))
+        return Embedded(owners, self.embedder.embed(chunks))
+
+    def write(self, embedded: Embedded, messages: Mapping[str, Message],
+              threads: Mapping[str, Thread], replaced: Iterable[Message] = ()) -> None:
+        """Store prepared vectors of ``messages`` (by id), first dropping those of the
+        ``replaced`` (previously stored) versions."""
+        self.ensure()
+        self.remove(replaced)
+        if not embedded.message_ids:
+            return
+        ids, metadata = [], []
+        chunk_of: dict[str, int] = {}
+        for mid in embedded.message_ids:
+            k = chunk_of[mid] = chunk_of.get(mid, -1) + 1
+            m = messages[mid]
+            ids.append(f"{mid}#{k}")
+            metadata.append(vector_metadata(m, threads.get(m.thread_id)))
+        self.vector.upsert(self.name, embedded.vectors, ids=ids, metadata=metadata)
+
+    def remove(self, messages: Iterable[Message]) -> None:
+        """Drop the vectors of these stored messages (by id: no scan of the index)."""
+        ids = [vid for m in messages for vid in vector_ids(m)]
+        if ids:
+            self.ensure()
+            self.vector.delete_vectors(self.name, ids=ids)
+
+    def search(self, query: str, *, top_k: int, filter: Mapping[str, Any],
+               threshold: float | None = None) -> list[Hit]:
+        """Top-``top_k`` per query chunk, kept when ``score >= threshold``."""
+        self.ensure()
+        hits: list[Hit] = []
+        for vector in self.embed_query(query):
+            for r in self.vector.query(self.name, vector, top_k=top_k, filter=filter):
+                if threshold is None or r.score >= threshold:
+                    hits.append(Hit(r.metadata["message_id"], r.metadata["thread_id"], r.score))
+        return hits
+
+
+def vector_ids(message: Message) -> list[str]:
+    """The ids of a message's chunk vectors: ``<message id>#<chunk>``."""
+    return [f"{message.id}#{k}" for k in range(len(chunk_text(message.text)))]
+
+
+def vector_metadata(message: Message, thread: Thread | None) -> dict[str, Any]:
+    base = {k: v for k, v in (thread.metadata if thread else {}).items() if k not in RESERVED_KEYS}
+    return {
+        **base,
+        "message_id": message.id,
+        "thread_id": message.thread_id,
+        "resource_id": message.resource_id or "",
+        "role": message.role,
+        "created_at": message.created_at.isoformat(),
+    }

@@ -1,0 +1,367 @@
+"""DuckDB storage of threads, messages and resources: the source of truth.
+
+Messages are also mirrored, after each commit, into the Rust core's ``Timeline``: per-thread
+orderings and metadata that serve ``recall`` in microseconds without a query. DuckDB is written
+first, inside one transaction per call; the mirror follows only what committed, and is rebuilt
+from the database when a store is opened.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pyarrow as pa
+
+from .. import _core
+from ..errors import InvalidArgumentError, ThreadNotFoundError
+from ..types import Message, MessageContent, Resource, Thread, ThreadPage, dumps, to_utc
+from .connection import Database
+from .thread_filter import thread_filter_sql, validate_thread_filter
+
+__all__ = ["DuckDBStorage", "MessageRow"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+MIGRATIONS = [
+    """
+    CREATE TABLE threads (
+        id TEXT PRIMARY KEY,
+        resource_id TEXT NOT NULL,
+        title TEXT NOT NULL DEFAULT '',
+        metadata JSON NOT NULL DEFAULT '{}',
+        created_at TIMESTAMPTZ NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL
+    );
+    CREATE INDEX threads_resource ON threads (resource_id);
+    CREATE TABLE messages (
+        id TEXT PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        resource_id TEXT,
+        role TEXT NOT NULL,
+        type TEXT NOT NULL DEFAULT 'text',
+        content JSON NOT NULL,
+        metadata JSON NOT NULL DEFAULT '{}',
+        created_at TIMESTAMPTZ NOT NULL,
+        seq BIGINT NOT NULL
+    );
+    CREATE INDEX messages_thread ON messages (thread_id);
+    CREATE TABLE resources (
+        id TEXT PRIMARY KEY,
+        working_memory TEXT,
+        metadata JSON NOT NULL DEFAULT '{}',
+        created_at TIMESTAMPTZ NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL
+    );
+    """,
+]
+
+# A mirrored message: (id, thread_id, resource_id, created_at µs, seq, payload JSON).
+MessageRow = tuple[str, str, "str | None", int, int, str]
+
+_PAYLOAD_SQL = (
+    "'{\"role\":' || to_json(role) || ',\"type\":' || to_json(type) || ',\"content\":' || content"
+    " || ',\"metadata\":' || metadata || '}'"
+)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def to_micros(value: datetime) -> int:
+    delta = to_utc(value) - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def payload_of(message: Message) -> str:
+    return dumps({
+        "role": message.role,
+        "type": message.type,
+        "content": message.content.to_dict(),
+        "metadata": message.metadata,
+    })
+
+
+def message_of(row: MessageRow) -> Message:
+    """Decode a mirrored row into a Message."""
+    mid, thread_id, resource_id, micros, _seq, payload = row
+    body = json.loads(payload)
+    content = body["content"]
+    return Message(
+        id=mid,
+        thread_id=thread_id,
+        resource_id=resource_id,
+        role=body["role"],
+        content=MessageContent(parts=tuple(content.get("parts") or ()), text=content.get("text")),
+        created_at=from_micros(micros),
+        type=body["type"],
+        metadata=body["metadata"],
+    )
+
+
+class DuckDBStorage:
+    """Threads, messages and resources in a DuckDB file (or ``:memory:``).
+
+    >>> storage = DuckDBStorage()
+    >>> storage.save_thread(Thread(id="t1", resource_id="r1")).title
+    ''
+    """
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.db = Database(path)
+        self.db.migrate("memory", MIGRATIONS)
+        self.timeline = _core.Timeline()
+        self._seq = 0
+        self._load_timeline()
+
+    @property
+    def path(self) -> str:
+        return self.db.path
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ----------------------------------------------------------------------------- threads
+
+    def get_thread(self, thread_id: str) -> Thread | None:
+        row = self.db.fetch_one(
+            "SELECT id, resource_id, title, metadata, created_at, updated_at FROM threads WHERE id = ?",
+            [thread_id],
+        )
+        return _thread(row) if row else None
+
+    def save_thread(self, thread: Thread) -> Thread:
+        """Insert or replace a thread (an existing thread keeps its ``created_at``)."""
+        now = _now()
+        with self.db.transaction() as tx:
+            row = tx.execute(
+                """
+                INSERT INTO threads VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id,
+                    title = excluded.title, metadata = excluded.metadata,
+                    updated_at = excluded.updated_at
+                RETURNING id, resource_id, title, metadata, created_at, updated_at
+                """,
+                [thread.id, thread.resource_id, thread.title or "", dumps(thread.metadata or {}),
+                 thread.created_at or now, thread.updated_at or now],
+            ).fetchall()[0]
+        return _thread(row)
+
+    def update_thread(self, thread_id: str, *, title: str | None = None,
+                      metadata: Mapping[str, Any] | None = None) -> Thread:
+        """Set the title (when given) and shallow-merge ``metadata`` into the thread's."""
+        with self.db.transaction():
+            thread = self.get_thread(thread_id)
+            if thread is None:
+                raise ThreadNotFoundError(f"Thread with id {thread_id} not found")
+            merged = {**thread.metadata, **(metadata or {})}
+            return self.save_thread(replace(
+                thread, title=thread.title if title is None else title, metadata=merged,
+                updated_at=_now(),
+            ))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete a thread and its messages (a missing thread is not an error)."""
+        with self.db.transaction() as tx:
+            tx.execute("DELETE FROM messages WHERE thread_id = ?", [thread_id])
+            tx.execute("DELETE FROM threads WHERE id = ?", [thread_id])
+            self.db.on_commit(lambda: self.timeline.remove_thread(thread_id))
+
+    def list_threads(self, *, resource_id: str | None = None, metadata: Any = None, page: int = 0,
+                     per_page: int | bool = 100, order_by: Mapping[str, str] | None = None) -> ThreadPage:
+        if not _is_count(page):
+            raise InvalidArgumentError("page must be >= 0")
+        if per_page is not False and not _is_count(per_page):
+            raise InvalidArgumentError("perPage must be >= 0")
+        if per_page is False and page != 0:
+            raise InvalidArgumentError("page must be 0 when perPage is false")
+        field, direction = _thread_order(order_by)
+        where, params = thread_filter_sql(validate_thread_filter(metadata))
+        if resource_id is not None:
+            where += " AND resource_id = ?"
+            params.append(resource_id)
+        cur = self.db.cursor()
+        total = cur.execute(f"SELECT count(*) FROM threads WHERE {where}", params).fetchall()[0][0]
+        if per_page is not False and per_page == 0:
+            return ThreadPage([], total, page, 0, False)
+        limit = total if per_page is False else per_page
+        offset = 0 if per_page is False else page * per_page
+        rows = cur.execute(
+            f"SELECT id, resource_id, title, metadata, created_at, updated_at FROM threads "
+            f"WHERE {where} ORDER BY {field} {direction}, id {direction} LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        ).fetchall()
+        has_more = per_page is not False and offset + per_page < total
+        return ThreadPage([_thread(r) for r in rows], total, page, per_page, has_more)
+
+    # ----------------------------------------------------------------------------- resources
+
+    def get_resource(self, resource_id: str) -> Resource | None:
+        row = self.db.fetch_one(
+            "SELECT id, working_memory, metadata, created_at, updated_at FROM resources WHERE id = ?",
+            [resource_id],
+        )
+        if row is None:
+            return None
+        return Resource(row[0], row[1], json.loads(row[2]), to_utc(row[3]), to_utc(row[4]))
+
+    def update_resource(self, resource_id: str, *, working_memory: str | None = None,
+                        metadata: Mapping[str, Any] | None = None) -> Resource:
+        """Create or update a resource: working memory replaced when given, metadata merged."""
+        now = _now()
+        with self.db.transaction() as tx:
+            old = self.get_resource(resource_id)
+            if old is None:
+                old = Resource(resource_id, None, {}, now, now)
+            new = replace(
+                old,
+                working_memory=old.working_memory if working_memory is None else working_memory,
+                metadata={**old.metadata, **(metadata or {})},
+                updated_at=now,
+            )
+            tx.execute(
+                "INSERT OR REPLACE INTO resources VALUES (?, ?, ?, ?, ?)",
+                [new.id, new.working_memory, dumps(new.metadata), new.created_at, new.updated_at],
+            )
+        return new
+
+    # ----------------------------------------------------------------------------- messages
+
+    def get_message(self, message_id: str) -> Message | None:
+        row = self.timeline.get(message_id)
+        return message_of(row) if row else None
+
+    def thread_messages(self, thread_id: str) -> list[Message]:
+        """Every message of a thread, oldest first."""
+        rows, _ = self.timeline.page(thread_id)
+        return [message_of(r) for r in rows]
+
+    def save_messages(self, messages: Sequence[Message]) -> list[Message]:
+        """Upsert complete messages by id in one transaction.
+
+        An existing message keeps its ``created_at`` and insertion order; every thread touched
+        gets ``updated_at = now``. A batch that repeats an id keeps the last occurrence.
+        """
+        if not messages:
+            return []
+        latest = {m.id: m for m in messages}
+        with self.db.transaction() as tx:
+            stored: list[Message] = []
+            seqs: list[int] = []
+            for m in latest.values():
+                existing = self.timeline.get(m.id)
+                if existing is None:
+                    self._seq += 1
+                    seqs.append(self._seq)
+                    stored.append(m)
+                else:
+                    seqs.append(existing[4])
+                    stored.append(replace(m, created_at=from_micros(existing[3])))
+            tx.register("incoming", _message_table(stored, seqs))
+            try:
+                tx.execute(
+                    """
+                    INSERT INTO messages SELECT * FROM incoming
+                    ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
+                        resource_id = excluded.resource_id, role = excluded.role,
+                        type = excluded.type, content = excluded.content,
+                        metadata = excluded.metadata
+                    """
+                )
+            finally:
+                tx.unregister("incoming")
+            self._touch_threads(tx, {m.thread_id for m in stored})
+            self.db.on_commit(lambda: self._mirror(stored, seqs))
+        return stored
+
+    def delete_messages(self, ids: Iterable[str]) -> list[str]:
+        """Delete messages by id; unknown ids are ignored. Returns the ids that existed."""
+        found = [(i, row[1]) for i in dict.fromkeys(ids) if (row := self.timeline.get(i))]
+        if not found:
+            return []
+        gone = [i for i, _ in found]
+        with self.db.transaction() as tx:
+            tx.execute("DELETE FROM messages WHERE id IN (SELECT unnest(?))", [gone])
+            self._touch_threads(tx, {t for _, t in found})
+            self.db.on_commit(lambda: self.timeline.remove(gone))
+        return gone
+
+    def _touch_threads(self, tx: Any, thread_ids: set[str]) -> None:
+        tx.execute(
+            "UPDATE threads SET updated_at = ? WHERE id IN (SELECT unnest(?))",
+            [_now(), sorted(thread_ids)],
+        )
+
+    def _mirror(self, messages: Sequence[Message], seqs: Sequence[int]) -> None:
+        self.timeline.upsert(
+            [m.id for m in messages],
+            [m.thread_id for m in messages],
+            [m.resource_id for m in messages],
+            [to_micros(m.created_at) for m in messages],
+            list(seqs),
+            [m.metadata for m in messages],
+            [payload_of(m) for m in messages],
+        )
+
+    def _load_timeline(self, batch: int = 100_000) -> None:
+        self._seq = self.db.fetch_one("SELECT coalesce(max(seq), 0) FROM messages")[0]
+        reader = self.db.cursor().sql(
+            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, metadata, {_PAYLOAD_SQL} "
+            "FROM messages ORDER BY seq"
+        ).to_arrow_reader(batch)
+        for chunk in reader:
+            cols = chunk.to_pydict()
+            self.timeline.upsert(
+                cols["id"], cols["thread_id"], cols["resource_id"],
+                cols[chunk.schema.names[3]], cols["seq"],
+                [json.loads(m) for m in cols["metadata"]], cols[chunk.schema.names[6]],
+            )
+
+
+def _message_table(messages: Sequence[Message], seqs: Sequence[int]) -> pa.Table:
+    return pa.table({
+        "id": [m.id for m in messages],
+        "thread_id": [m.thread_id for m in messages],
+        "resource_id": pa.array([m.resource_id for m in messages], pa.string()),
+        "role": [m.role for m in messages],
+        "type": [m.type for m in messages],
+        "content": [dumps(m.content.to_dict()) for m in messages],
+        "metadata": [dumps(m.metadata) for m in messages],
+        "created_at": pa.array([to_micros(m.created_at) for m in messages], pa.timestamp("us", tz="UTC")),
+        "seq": pa.array(seqs, pa.int64()),
+    })
+
+
+def _thread(row: Sequence[Any]) -> Thread:
+    return Thread(
+        id=row[0], resource_id=row[1], title=row[2], metadata=json.loads(row[3]),
+        created_at=to_utc(row[4]), updated_at=to_utc(row[5]),
+    )
+
+
+def _thread_order(order_by: Mapping[str, str] | None) -> tuple[str, str]:
+    order_by = order_by or {}
+    field = order_by.get("field", "created_at")
+    direction = str(order_by.get("direction", "DESC")).upper()
+    if field not in ("created_at", "updated_at"):
+        raise InvalidArgumentError(f"order_by.field must be 'created_at' or 'updated_at', got {field!r}")
+    if direction not in ("ASC", "DESC"):
+        raise InvalidArgumentError(f"order_by.direction must be 'ASC' or 'DESC', got {direction!r}")
+    return field, direction
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from threadrecall import Memory
+from threadrecall.storage import DuckDBStorage
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def storage(tmp_path):
+    store = DuckDBStorage(tmp_path / "memory.duckdb")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def memory(storage):
+    return Memory(storage=storage)
+
+
+def seed(memory, thread_id, count, *, resource_id="r1", prefix="Message", start=T0, step=60,
+         first=1, roles=("user", "assistant"), metadata=None):
+    """Save ``count`` messages "<prefix> <i>" one ``step`` seconds apart; return them."""
+    if memory.get_thread_by_id(thread_id) is None:
+        memory.create_thread(resource_id, thread_id=thread_id)
+    messages = [
+        {
+            "id": f"{thread_id}-{i}",
+            "thread_id": thread_id,
+            "resource_id": resource_id,
+            "role": roles[(i - first) % len(roles)],
+            "content": f"{prefix} {i}",
+            "created_at": start + timedelta(seconds=step * (i - first)),
+            "metadata": metadata(i) if metadata else {},
+        }
+        for i in range(first, first + count)
+    ]
+    return memory.save_messages(messages)
+
+
+def texts(result):
+    return [m.text for m in result.messages]

@@ -1,0 +1,165 @@
+"""Saving, updating and reopening: what is acknowledged is what comes back."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from threadrecall import Memory, Message, MessageContent
+from threadrecall.errors import InvalidArgumentError, ThreadNotFoundError
+from threadrecall.storage import DuckDBStorage
+
+from conftest import T0, seed, texts
+
+
+def test_ids_and_times_are_filled_in(memory):
+    memory.create_thread("r1", thread_id="t1")
+    before = datetime.now(timezone.utc)
+    saved = memory.save_messages([{"thread_id": "t1", "role": "user", "content": "hi"}])[0]
+    assert saved.id and saved.created_at >= before and saved.resource_id == "r1"
+    assert saved.content == MessageContent(parts=({"type": "text", "text": "hi"},))
+
+
+def test_message_objects_and_dicts_are_both_accepted(memory):
+    memory.create_thread("r1", thread_id="t1")
+    obj = Message(id="a", thread_id="t1", resource_id="r1", role="user",
+                  content=MessageContent.coerce("from object"), created_at=T0)
+    memory.save_messages([obj, {"id": "b", "thread_id": "t1", "role": "assistant",
+                                "content": {"parts": [{"type": "text", "text": "from dict"}]},
+                                "created_at": (T0 + timedelta(seconds=1)).isoformat()}])
+    assert texts(memory.recall("t1")) == ["from object", "from dict"]
+    assert memory.recall("t1").messages[0] == obj
+
+
+def test_upsert_keeps_created_at_and_position(memory):
+    seed(memory, "t1", 3)
+    memory.save_messages([{"id": "t1-1", "thread_id": "t1", "role": "user", "content": "edited",
+                           "created_at": T0 + timedelta(days=9)}])
+    result = memory.recall("t1")
+    assert texts(result) == ["edited", "Message 2", "Message 3"]
+    assert result.messages[0].created_at == T0
+
+
+def test_repeated_id_in_one_batch_keeps_the_last(memory):
+    memory.create_thread("r1", thread_id="t1")
+    memory.save_messages([{"id": "x", "thread_id": "t1", "role": "user", "content": c} for c in "abc"])
+    assert texts(memory.recall("t1")) == ["c"]
+
+
+def test_system_messages_are_not_stored(memory):
+    memory.create_thread("r1", thread_id="t1")
+    memory.save_messages([{"thread_id": "t1", "role": "system", "content": "be brief"},
+                          {"thread_id": "t1", "role": "user", "content": "hello"}])
+    assert texts(memory.recall("t1")) == ["hello"]
+
+
+def test_saving_into_a_missing_thread_creates_it_when_the_resource_is_known(memory):
+    memory.save_messages([{"thread_id": "new", "resource_id": "r9", "role": "user", "content": "x"}])
+    assert memory.get_thread_by_id("new").resource_id == "r9"
+    with pytest.raises(ThreadNotFoundError):
+        memory.save_messages([{"thread_id": "other", "role": "user", "content": "x"}])
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"thread_id": "", "role": "user", "content": "x"}, "threadId must be a non-empty string"),
+    ({"thread_id": "t1", "role": "robot", "content": "x"}, "role must be one of"),
+    ({"thread_id": "t1", "role": "user", "content": 42}, "content"),
+    ({"thread_id": "t1", "role": "user", "content": "x", "created_at": "yesterday"}, "created_at|isoformat|Invalid"),
+    ({"thread_id": "t1", "role": "user", "content": "x", "metadata": [1]}, "metadata must be a dict"),
+])
+def test_bad_messages_are_refused_and_nothing_is_written(memory, bad, match):
+    memory.create_thread("r1", thread_id="t1")
+    good = {"thread_id": "t1", "role": "user", "content": "fine"}
+    with pytest.raises(InvalidArgumentError, match=match):
+        memory.save_messages([good, bad])
+    assert memory.recall("t1").messages == []
+
+
+def test_a_failed_write_leaves_no_trace(memory, monkeypatch):
+    seed(memory, "t1", 2)
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(memory.storage, "_touch_threads", boom)
+    with pytest.raises(RuntimeError):
+        memory.save_messages([{"thread_id": "t1", "role": "user", "content": "lost"}])
+    monkeypatch.undo()
+    assert texts(memory.recall("t1")) == ["Message 1", "Message 2"]
+    assert memory.storage.db.fetch_one("SELECT count(*) FROM messages")[0] == 2
+
+
+def test_update_messages_merges_metadata_and_replaces_text(memory):
+    seed(memory, "t1", 2, metadata=lambda i: {"a": i, "keep": True})
+    updated = memory.update_messages([{"id": "t1-1", "content": "changed", "metadata": {"a": 10}},
+                                      {"id": "unknown", "content": "ignored"}])
+    assert [m.id for m in updated] == ["t1-1"]
+    first = memory.recall("t1").messages[0]
+    assert first.text == "changed" and first.metadata == {"a": 10, "keep": True}
+    assert first.created_at == T0
+    assert memory.update_messages([]) == []
+
+
+def test_update_can_move_a_message_to_another_thread(memory):
+    seed(memory, "t1", 2)
+    memory.create_thread("r1", thread_id="t2")
+    stamp = memory.get_thread_by_id("t2").updated_at
+    memory.update_messages([{"id": "t1-1", "thread_id": "t2"}])
+    assert texts(memory.recall("t1")) == ["Message 2"]
+    assert texts(memory.recall("t2")) == ["Message 1"]
+    assert memory.get_thread_by_id("t2").updated_at > stamp
+
+
+def test_delete_thread_removes_its_messages(memory):
+    seed(memory, "t1", 3)
+    seed(memory, "t2", 2)
+    memory.delete_thread("t1")
+    memory.delete_thread("never-existed")
+    assert memory.get_thread_by_id("t1") is None
+    assert memory.recall("t1", per_page=False).messages == []
+    assert len(memory.recall("t2").messages) == 2
+
+
+def test_reopening_a_file_gives_everything_back(tmp_path):
+    path = tmp_path / "m.duckdb"
+    first = Memory(storage=DuckDBStorage(path))
+    seed(first, "t1", 30, metadata=lambda i: {"n": i})
+    first.delete_messages(["t1-5"])
+    first.update_messages([{"id": "t1-6", "content": "six"}])
+    expected = first.recall("t1", per_page=False).messages
+    first.storage.close()
+    second = Memory(storage=DuckDBStorage(path))
+    assert second.recall("t1", per_page=False).messages == expected
+    seed(second, "t1", 1, first=31, start=T0 + timedelta(days=1))
+    assert second.recall("t1", per_page=1).messages[0].text == "Message 31"
+    assert [t.id for t in second.list_threads().threads] == ["t1"]
+
+
+def test_ties_keep_insertion_order(memory):
+    memory.create_thread("r1", thread_id="t1")
+    memory.save_messages([{"id": f"m{i}", "thread_id": "t1", "role": "user", "content": str(i),
+                           "created_at": T0} for i in (3, 1, 2)])
+    memory.save_messages([{"id": "m0", "thread_id": "t1", "role": "user", "content": "0", "created_at": T0}])
+    assert texts(memory.recall("t1")) == ["3", "1", "2", "0"]
+
+
+def test_async_twins(memory):
+    async def run():
+        await memory.acreate_thread("r1", thread_id="t1")
+        await memory.asave_messages([{"thread_id": "t1", "role": "user", "content": "async"}])
+        result = await memory.arecall("t1")
+        threads = await memory.alist_threads(resource_id="r1")
+        return result, threads
+
+    result, threads = asyncio.run(run())
+    assert texts(result) == ["async"] and threads.total == 1
+    assert Memory.arecall.__name__ == "arecall"
+
+
+def test_dict_round_trip_of_the_types(memory):
+    saved = seed(memory, "t1", 1, metadata=lambda i: {"x": [1, {"y": None}]})[0]
+    assert Message.from_dict(saved.to_dict()) == saved
+    result = memory.recall("t1")
+    assert result.to_dict()["messages"][0]["content"] == {"parts": [{"type": "text", "text": "Message 1"}]}

@@ -1,0 +1,232 @@
+"""Semantic recall through Memory.recall: hits, neighbours, scope, filters, threshold, writes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from threadrecall import Memory
+from threadrecall.embedders import HashEmbedder
+from threadrecall.errors import ConfigurationError, DimensionMismatchError
+from threadrecall.semantic import chunk_text, index_name_for
+
+from conftest import T0, texts
+
+WEATHER = [
+    ("user", "What is the weather like in Paris today?"),
+    ("assistant", "Paris weather today is sunny and warm with a light breeze."),
+    ("user", "Can you recommend a good pasta recipe?"),
+    ("assistant", "Try spaghetti carbonara with eggs, pecorino and guanciale."),
+    ("user", "How do I change a flat bicycle tyre?"),
+    ("assistant", "Remove the wheel, lever the tyre off and patch the inner tube."),
+    ("user", "Which museums should I visit in Rome?"),
+]
+
+
+@pytest.fixture
+def semantic(storage):
+    def make(**options):
+        config = {"last_messages": 0, "semantic_recall": {"top_k": 1, "message_range": 1, **options}}
+        return Memory(storage=storage, embedder=HashEmbedder(dim=64), options=config)
+    return make
+
+
+def save(memory, thread_id, rows, *, resource_id="r1", start=T0, prefix=None):
+    if memory.get_thread_by_id(thread_id) is None:
+        memory.create_thread(resource_id, thread_id=thread_id)
+    return memory.save_messages([
+        {"id": f"{prefix or thread_id}-{i}", "thread_id": thread_id, "role": role, "content": text,
+         "created_at": start + timedelta(minutes=i)}
+        for i, (role, text) in enumerate(rows)
+    ])
+
+
+@pytest.mark.parametrize("message_range, expected", [
+    (1, [0, 1, 2]),
+    ({"before": 0, "after": 1}, [1, 2]),
+    ({"before": 1, "after": 0}, [0, 1]),
+    (0, [1]),
+])
+def test_top_hit_with_its_neighbours(semantic, message_range, expected):
+    memory = semantic(message_range=message_range, scope="thread")
+    save(memory, "t1", WEATHER)
+    result = memory.recall("t1", vector_search_string="Paris weather today sunny warm breeze")
+    assert texts(result) == [WEATHER[i][1] for i in expected]
+
+
+def test_three_consecutive_messages_around_the_best_hit(semantic):
+    memory = semantic(scope="thread")
+    save(memory, "t1", WEATHER)
+    result = memory.recall("t1", vector_search_string="spaghetti carbonara eggs pecorino guanciale")
+    assert texts(result) == [WEATHER[i][1] for i in (2, 3, 4)]
+
+
+def test_long_message_is_chunked_and_recalled_once(semantic):
+    memory = semantic(scope="thread", message_range=0)
+    long_text = "\n".join(f"line {i} of a very long note about gardening tomatoes" for i in range(1000))
+    assert len(chunk_text(long_text)) > 1
+    save(memory, "t1", [("user", long_text), ("user", "short unrelated remark about trains")])
+    result = memory.recall("t1", vector_search_string=long_text)
+    assert len(result.messages) == 1 and result.messages[0].id == "t1-0"
+
+
+def test_parts_and_strings_are_both_embedded(semantic):
+    memory = semantic(scope="thread", message_range=0, top_k=2)
+    memory.create_thread("r1", thread_id="t1")
+    memory.save_messages([
+        {"id": "s", "thread_id": "t1", "role": "user", "content": "orange cats sleep all day"},
+        {"id": "p", "thread_id": "t1", "role": "assistant",
+         "content": {"parts": [{"type": "text", "text": "orange cats"}, {"type": "text", "text": "sleep all day"}]}},
+        {"id": "x", "thread_id": "t1", "role": "user", "content": "quantum computing qubits"},
+    ])
+    result = memory.recall("t1", vector_search_string="orange cats sleep all day")
+    assert {m.id for m in result.messages} == {"s", "p"}
+
+
+def test_thread_scope_stays_in_the_thread(semantic):
+    memory = semantic(scope="thread", top_k=5, message_range=0)
+    save(memory, "t1", WEATHER[:2])
+    save(memory, "t2", WEATHER[:2], prefix="u")
+    result = memory.recall("t1", resource_id="r1", vector_search_string="Paris weather")
+    assert {m.thread_id for m in result.messages} == {"t1"} and len(result.messages) == 2
+
+
+@pytest.mark.parametrize("options", [{"scope": "resource"}, {}])
+def test_resource_scope_spans_threads_chronologically(semantic, options):
+    memory = semantic(top_k=5, message_range=2, **options)
+    save(memory, "t1", WEATHER[:2])
+    save(memory, "t2", WEATHER[:2], prefix="u", start=T0 + timedelta(days=1))
+    save(memory, "t3", WEATHER[:2], resource_id="r2", prefix="v")
+    result = memory.recall("t1", resource_id="r1", vector_search_string="Paris weather")
+    assert len(result.messages) == 4
+    assert [m.created_at for m in result.messages] == sorted(m.created_at for m in result.messages)
+    assert {m.resource_id for m in result.messages} == {"r1"}
+
+
+def test_resource_scope_needs_a_resource_id(semantic):
+    memory = semantic()
+    with pytest.raises(ConfigurationError, match="Resource-scoped semantic recall is enabled but no resourceId"):
+        memory.recall("t1", vector_search_string="anything")
+
+
+@pytest.fixture
+def projects(semantic):
+    def make(flt):
+        memory = semantic(top_k=10, message_range=0, filter=flt)
+        for project, category in (("project-a", "work"), ("project-b", "work"), ("project-c", "home")):
+            memory.create_thread("r1", thread_id=project, metadata={"projectId": project, "category": category})
+            save(memory, project, [("user", f"status update for the launch plan of {project}")])
+        return memory
+    return make
+
+
+@pytest.mark.parametrize("flt, expected", [
+    ({"projectId": {"$eq": "project-a"}}, {"project-a"}),
+    ({"$and": [{"projectId": {"$ne": "project-a"}}, {"category": "work"}]}, {"project-b"}),
+    ({"projectId": {"$in": ["project-a", "project-c"]}}, {"project-a", "project-c"}),
+])
+def test_semantic_filter_on_thread_metadata(projects, flt, expected):
+    memory = projects(flt)
+    result = memory.recall("project-a", resource_id="r1", vector_search_string="launch plan status update")
+    assert {m.thread_id for m in result.messages} == expected
+
+
+def test_threshold_keeps_equal_scores_and_drops_lower(semantic, storage):
+    memory = semantic(scope="thread", message_range=0, top_k=7)
+    save(memory, "t1", WEATHER)
+    query = WEATHER[1][1]
+    scores = [r.score for r in memory.vector.query(memory.index.name, memory.index.embed_query(query)[0],
+                                                   top_k=7, filter={"thread_id": "t1"})]
+    cut = scores[2]
+    strict = Memory(storage=storage, embedder=memory.embedder, options={
+        "last_messages": 0, "semantic_recall": {"scope": "thread", "message_range": 0, "top_k": 7,
+                                                "threshold": cut}})
+    result = strict.recall("t1", vector_search_string=query)
+    assert len(result.messages) == sum(s >= cut for s in scores) >= 3
+
+
+def test_includes_bypass_filters_and_history_page(semantic):
+    memory = Memory(storage=semantic().storage, embedder=HashEmbedder(dim=64), options={
+        "last_messages": 2, "semantic_recall": {"scope": "thread", "top_k": 1, "message_range": 0}})
+    save(memory, "t1", WEATHER)
+    result = memory.recall("t1", vector_search_string="Paris weather today sunny",
+                           filter={"date_range": {"start": T0 + timedelta(minutes=5)}})
+    assert [m.id for m in result.messages] == ["t1-1", "t1-5", "t1-6"]
+    assert result.total == 2
+
+
+def test_per_page_zero_returns_only_hits(semantic):
+    memory = Memory(storage=semantic().storage, embedder=HashEmbedder(dim=64), options={
+        "semantic_recall": {"scope": "thread", "top_k": 1, "message_range": 0}})
+    save(memory, "t1", WEATHER)
+    result = memory.recall("t1", per_page=0, vector_search_string="bicycle tyre flat")
+    assert [m.id for m in result.messages] == ["t1-4"] and result.total == 0
+
+
+def test_caller_includes_default_to_two_neighbours_with_a_search(semantic):
+    memory = semantic(scope="thread", message_range=0)
+    save(memory, "t1", WEATHER)
+    result = memory.recall("t1", vector_search_string="Rome museums", include=[{"id": "t1-3"}])
+    assert {"t1-1", "t1-2", "t1-3", "t1-4", "t1-5", "t1-6"} <= {m.id for m in result.messages}
+
+
+def test_deleted_messages_are_never_recalled(semantic):
+    memory = semantic(scope="thread", message_range=0, top_k=3)
+    save(memory, "t1", WEATHER)
+    memory.delete_messages(["t1-1"])
+    assert "t1-1" not in {m.id for m in memory.recall("t1", vector_search_string=WEATHER[1][1]).messages}
+    memory.delete_thread("t1")
+    assert memory.vector.describe_index(memory.index.name).count == 0
+
+
+def test_updated_text_is_embedded_again(semantic):
+    memory = semantic(scope="thread", message_range=0)
+    save(memory, "t1", WEATHER)
+    memory.update_messages([{"id": "t1-6", "content": "volcano eruption lava ash cloud"}])
+    assert [m.id for m in memory.recall("t1", vector_search_string="volcano lava ash").messages] == ["t1-6"]
+    assert memory.vector.describe_index(memory.index.name).count == len(WEATHER)
+
+
+def test_index_name_follows_the_dimension(storage):
+    memory = Memory(storage=storage, embedder=HashEmbedder(dim=64), options={"semantic_recall": True})
+    assert memory.index.name == "memory_messages_64" == index_name_for(64)
+    assert index_name_for(1536) == "memory_messages"
+
+
+def test_another_dimension_on_the_same_index_is_an_error(storage):
+    first = Memory(storage=storage, embedder=HashEmbedder(dim=64), options={
+        "semantic_recall": {"index_name": "shared"}})
+    save(first, "t1", WEATHER[:1])
+    second = Memory(storage=storage, vector=first.vector, embedder=HashEmbedder(dim=32),
+                    options={"semantic_recall": {"index_name": "shared"}})
+    with pytest.raises(DimensionMismatchError):
+        save(second, "t1", WEATHER[1:2])
+    assert len(first.recall("t1", per_page=False).messages) == 1
+
+
+def test_semantic_recall_needs_an_embedder():
+    with pytest.raises(ConfigurationError, match="requires an embedder"):
+        Memory(options={"semantic_recall": True})
+
+
+def test_a_failed_embedding_writes_nothing(storage):
+    class Broken(HashEmbedder):
+        def embed(self, texts):
+            raise RuntimeError("embedding service down")
+
+    memory = Memory(storage=storage, embedder=Broken(dim=16), options={"semantic_recall": True})
+    memory.create_thread("r1", thread_id="t1")
+    with pytest.raises(RuntimeError):
+        memory.save_messages([{"thread_id": "t1", "role": "user", "content": "hello"}])
+    assert memory.recall("t1").messages == []
+
+
+def test_switching_embedder_dimension_is_an_error_not_a_second_index(storage):
+    first = Memory(storage=storage, embedder=HashEmbedder(dim=64), options={"semantic_recall": True})
+    save(first, "t1", WEATHER[:1])
+    second = Memory(storage=storage, vector=first.vector, embedder=HashEmbedder(dim=32),
+                    options={"semantic_recall": True})
+    with pytest.raises(DimensionMismatchError, match="embedded with 64 dimensions"):
+        save(second, "t1", WEATHER[1:2])
+    assert first.vector.list_indexes() == ["memory_messages_64"]
