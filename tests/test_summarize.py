@@ -381,3 +381,80 @@ def test_loader_abort_and_bad_arguments():
         load_messages_for_summary(thread.recall, "t", max_input_tokens=0)
     with pytest.raises(InvalidArgumentError):
         load_messages_for_summary(thread.recall, "t", last_messages="2")
+
+
+# --------------------------------------------------------------------------- through Memory
+
+def memory_with_thread(n, thread_id="call-1", resource_id="caller-1"):
+    from threadrecall import Memory
+
+    memory = Memory()
+    memory.create_thread(resource_id, thread_id=thread_id)
+    memory.save_messages([
+        {"id": f"m{i:03d}", "thread_id": thread_id, "role": ("user", "assistant")[i % 2],
+         "content": f"marker-{i + 1:03d}", "created_at": T0 + timedelta(seconds=i)}
+        for i in range(n)])
+    return memory
+
+
+def test_summarize_thread_loads_the_thread_from_storage():
+    memory = memory_with_thread(4)
+    seen = []
+    mood = Extractor("mood", instructions="m", on_extracted=seen.append)
+    model = ScriptedModel([OBS + "<mood>calm</mood>"], usage=USAGE)
+    result = memory.summarize_thread("call-1", model, resource_id="caller-1", extract=[mood],
+                                     instructions="For the owner.")
+    assert "leaking tap" in result.summary and result.extracted == {"mood": "calm"}
+    transcript = model.calls[0].messages[2]["content"]
+    assert all(f"marker-00{i}" in transcript for i in range(1, 5))
+    assert "For the owner." in model.calls[0].system
+    assert seen[0].memory is memory and seen[0].thread_id == "call-1"
+    assert seen[0].resource_id == "caller-1"
+
+
+def test_summarize_thread_last_messages_and_budget():
+    memory = memory_with_thread(6)
+    model = ScriptedModel([OBS, OBS])
+    memory.summarize_thread("call-1", model, last_messages=2)
+    transcript = model.calls[0].messages[2]["content"]
+    assert "marker-005" in transcript and "marker-006" in transcript
+    assert "marker-004" not in transcript
+    memory.summarize_thread("call-1", model, max_input_tokens=10)
+    transcript = model.calls[1].messages[2]["content"]
+    assert "marker-006" in transcript and "marker-005" not in transcript
+
+
+def test_summarize_thread_pages_through_120_messages():
+    memory = memory_with_thread(120)
+    model = ScriptedModel([OBS])
+    memory.summarize_thread("call-1", model)
+    transcript = model.calls[0].messages[2]["content"]
+    positions = [transcript.index(f"marker-{i:03d}") for i in range(1, 121)]
+    assert positions == sorted(positions)
+
+
+def test_summarize_thread_checks_ownership_and_handles_empty_threads():
+    from threadrecall.errors import ResourceMismatchError
+
+    memory = memory_with_thread(2)
+    with pytest.raises(ResourceMismatchError):
+        memory.summarize_thread("call-1", ScriptedModel([OBS]), resource_id="someone-else")
+    memory.create_thread("caller-1", thread_id="empty")
+    model = ScriptedModel([])
+    assert memory.summarize_thread("empty", model).summary == ""
+    assert model.calls == []
+
+
+def test_asummarize_thread():
+    memory = memory_with_thread(3)
+    model = ScriptedModel([OBS], usage=USAGE)
+    result = asyncio.run(memory.asummarize_thread("call-1", model, last_messages=1))
+    assert result.usage == USAGE
+    assert "marker-003" in model.calls[0].prompt and "marker-002" not in model.calls[0].prompt
+
+
+def test_public_names():
+    import threadrecall
+
+    assert threadrecall.Extractor is Extractor
+    assert threadrecall.summarize_conversation is summarize_conversation

@@ -325,3 +325,31 @@ def test_recalled_assistant_message_keeps_its_text():
                                           "Hello John!"}])
     stripped = strip_working_memory(m)
     assert stripped.text == "Hello John!" and "<working_memory>" not in stripped.text
+
+
+# --------------------------------------------------------------------------- through Memory
+
+def test_memory_working_memory_methods(tmp_path):
+    import asyncio
+
+    from threadrecall import Memory, MemoryConfig, WorkingMemoryConfig
+
+    memory = Memory(options=MemoryConfig(working_memory=WorkingMemoryConfig(
+        enabled=True, schema=Profile)))
+    memory.create_thread("r1", thread_id="t1")
+    assert memory.get_working_memory_template()["format"] == "json"
+    assert memory.merge_working_memory("t1", {"name": "A"}, resource_id="r1") == {"name": "A"}
+    assert asyncio.run(memory.amerge_working_memory("t1", {"tone": "warm"}, resource_id="r1")) \
+        == {"name": "A", "tone": "warm"}
+    assert json.loads(memory.get_working_memory("t1", resource_id="r1")) == \
+        {"name": "A", "tone": "warm"}
+    memory.update_working_memory("t1", '{"name": "B"}', resource_id="r1")
+    assert asyncio.run(memory.aget_working_memory("t1", resource_id="r1")) == '{"name": "B"}'
+    with pytest.raises(ConfigurationError):
+        memory.get_working_memory("t1")
+
+    plain = Memory()
+    assert plain.get_working_memory_template() is None
+    assert asyncio.run(plain.aget_working_memory_template()) is None
+    with pytest.raises(ConfigurationError, match="not enabled"):
+        plain.update_working_memory("t1", "x", resource_id="r1")

@@ -16,10 +16,14 @@ from .errors import (
     ResourceMismatchError,
     ThreadNotFoundError,
 )
+from .extractors import Extractor
 from .recall import HistoryQuery, Include, check_paging, check_thread_id, parse_includes, read_history
 from .semantic import MessageIndex
 from .storage.duckdb import DuckDBStorage, new_id
+from .summarize import (SummarizeResult, asummarize_conversation, load_messages_for_summary,
+                        summarize_conversation)
 from .types import ROLES, Message, MessageContent, RecallResult, Thread, ThreadPage, parse_time
+from .working_memory import WorkingMemory
 
 __all__ = ["Memory"]
 
@@ -225,6 +229,63 @@ class Memory:
         )
         return read_history(self.storage, query, includes)
 
+    # ----------------------------------------------------------------------------- summaries
+
+    def summarize_thread(self, thread_id: str, model: Any, *, resource_id: str | None = None,
+                         last_messages: int | None = None, max_input_tokens: int = 1_000_000,
+                         instructions: str | None = None, extract: Sequence[Extractor] | None = None,
+                         request_context: Any = None, abort_signal: Any = None) -> SummarizeResult:
+        """Summarise a thread's newest messages (within ``last_messages`` and
+        ``max_input_tokens``) with ``model``; extracted values go to the result and the
+        extractors' hooks. Nothing is stored."""
+        messages = load_messages_for_summary(
+            self.recall, check_thread_id(thread_id), resource_id=resource_id,
+            last_messages=last_messages, max_input_tokens=max_input_tokens, abort_signal=abort_signal)
+        return summarize_conversation(
+            messages, model, instructions=instructions, extract=extract, thread_id=thread_id,
+            resource_id=resource_id, request_context=request_context, abort_signal=abort_signal,
+            memory=self)
+
+    async def asummarize_thread(self, thread_id: str, model: Any, *, resource_id: str | None = None,
+                                last_messages: int | None = None, max_input_tokens: int = 1_000_000,
+                                instructions: str | None = None,
+                                extract: Sequence[Extractor] | None = None,
+                                request_context: Any = None, abort_signal: Any = None) -> SummarizeResult:
+        """The async twin of ``summarize_thread``."""
+        messages = await asyncio.to_thread(
+            load_messages_for_summary, self.recall, check_thread_id(thread_id),
+            resource_id=resource_id, last_messages=last_messages,
+            max_input_tokens=max_input_tokens, abort_signal=abort_signal)
+        return await asummarize_conversation(
+            messages, model, instructions=instructions, extract=extract, thread_id=thread_id,
+            resource_id=resource_id, request_context=request_context, abort_signal=abort_signal,
+            memory=self)
+
+    # ----------------------------------------------------------------------------- working memory
+
+    @functools.cached_property
+    def working_memory(self) -> WorkingMemory:
+        """The working memory of this instance (its config is ``options.working_memory``)."""
+        return WorkingMemory(self.storage, self.options.working_memory)
+
+    def get_working_memory(self, thread_id: str, *, resource_id: str | None = None) -> str | None:
+        """The stored working memory (None when empty)."""
+        return self.working_memory.get(thread_id, resource_id=resource_id)
+
+    def update_working_memory(self, thread_id: str, working_memory: str, *,
+                              resource_id: str | None = None) -> None:
+        """Replace the working memory."""
+        self.working_memory.update(thread_id, working_memory, resource_id=resource_id)
+
+    def merge_working_memory(self, thread_id: str, patch: Mapping[str, Any], *,
+                             resource_id: str | None = None) -> dict[str, Any]:
+        """Deep-merge ``patch`` into schema-mode working memory, atomically; returns the result."""
+        return self.working_memory.merge(thread_id, patch, resource_id=resource_id)
+
+    def get_working_memory_template(self) -> dict[str, str] | None:
+        """``{"format": "markdown"|"json", "content": ...}``, or None when disabled."""
+        return self.working_memory.template()
+
     # ----------------------------------------------------------------------------- internals
 
     def _stored(self, ids: Iterable[str]) -> list[Message]:
@@ -306,6 +367,10 @@ class Memory:
     aupdate_messages = _twin(update_messages)
     adelete_messages = _twin(delete_messages)
     arecall = _twin(recall)
+    aget_working_memory = _twin(get_working_memory)
+    aupdate_working_memory = _twin(update_working_memory)
+    amerge_working_memory = _twin(merge_working_memory)
+    aget_working_memory_template = _twin(get_working_memory_template)
 
 
 def _split_filter(filter: Any) -> tuple[Mapping[str, Any] | None, dict[str, Any] | None]:

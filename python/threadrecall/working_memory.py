@@ -188,7 +188,7 @@ class WorkingMemory:
             if thread is not None and thread.resource_id != resource_id:
                 raise ResourceMismatchError(
                     f"Thread with id {thread_id} is for resource with id {thread.resource_id} "
-                    f"but resource {resource_id} was queried")
+                    f"but resource {resource_id} was queried.")
 
     def _read(self, thread_id: str, resource_id: str | None) -> str | None:
         if self.config.scope == "resource":
