@@ -353,3 +353,22 @@ def test_memory_working_memory_methods(tmp_path):
     assert asyncio.run(plain.aget_working_memory_template()) is None
     with pytest.raises(ConfigurationError, match="not enabled"):
         plain.update_working_memory("t1", "x", resource_id="r1")
+
+
+def test_saved_messages_lose_their_working_memory_data():
+    from threadrecall import Memory
+
+    memory = Memory()
+    memory.create_thread("r1", thread_id="t1")
+    tool = {"type": "tool-invocation", "tool_invocation": {
+        "tool_name": "updateWorkingMemory", "args": {"memory": "# User\n- Name: John"}}}
+    saved = memory.save_messages([
+        {"id": "a", "thread_id": "t1", "role": "assistant", "content": {"parts": [
+            {"type": "text", "text": "<working_memory># User\n- Name: John</working_memory>"
+                                     "Hello John!"}]}},
+        {"id": "b", "thread_id": "t1", "role": "assistant", "content": {"parts": [tool]}},
+    ])
+    assert [m.id for m in saved] == ["a"]
+    (recalled,) = memory.recall("t1").messages
+    assert recalled.text == "Hello John!"
+    assert "<working_memory>" not in str(recalled.content.to_dict())

@@ -23,7 +23,7 @@ from .storage.duckdb import DuckDBStorage, new_id
 from .summarize import (SummarizeResult, asummarize_conversation, load_messages_for_summary,
                         summarize_conversation)
 from .types import ROLES, Message, MessageContent, RecallResult, Thread, ThreadPage, parse_time
-from .working_memory import WorkingMemory
+from .working_memory import WorkingMemory, strip_working_memory
 
 __all__ = ["Memory"]
 
@@ -126,11 +126,12 @@ class Memory:
     def save_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
         """Upsert messages by id; ids and times are filled in when absent.
 
-        System messages are not stored (they are instructions, not conversation). A message
+        System messages are not stored (they are instructions, not conversation), nor is
+        working-memory data (``<working_memory>`` tags, ``updateWorkingMemory`` tool calls). A message
         whose thread does not exist creates it when the message names its ``resource_id``.
         """
         latest = {m.id: m for m in map(self._incoming, _sequence(messages, "messages")) if m.role != "system"}
-        incoming = list(latest.values())
+        incoming = [m for m in map(strip_working_memory, latest.values()) if m is not None]
         embedded = self.index.prepare(incoming) if self._embeds else None
         with self.storage.db.transaction():
             threads = self._ensure_threads(incoming)
