@@ -14,7 +14,7 @@ from threadrecall.errors import (
     ResourceMismatchError,
     ThreadNotFoundError,
 )
-from threadrecall.types import Message, MessageContent, Resource, Thread
+from threadrecall.types import Message, MessageContent, Thread
 from threadrecall.working_memory import (
     THREAD_METADATA_KEY,
     WorkingMemory,
@@ -22,64 +22,10 @@ from threadrecall.working_memory import (
     strip_working_memory,
 )
 
-try:
-    from threadrecall.storage.duckdb import DuckDBStorage
-except ImportError:  # the storage backend is not on this branch yet: a small stand-in
-    DuckDBStorage = None
-
 NOW = datetime(2026, 1, 5, 9, 30, tzinfo=timezone.utc)
 
 
-class StandInStorage:
-    """Threads and resources in DuckDB, with the storage methods working memory uses."""
-
-    def __init__(self, path):
-        from threadrecall.storage.connection import Database
-
-        self.db = Database(path)
-        with self.db.transaction() as tx:
-            tx.execute("CREATE TABLE threads (id TEXT PRIMARY KEY, resource_id TEXT, meta TEXT)")
-            tx.execute("CREATE TABLE resources (id TEXT PRIMARY KEY, wm TEXT, meta TEXT)")
-
-    def get_thread(self, thread_id):
-        row = self.db.cursor().execute("SELECT resource_id, meta FROM threads WHERE id = ?",
-                                       [thread_id]).fetchone()
-        return None if row is None else Thread(thread_id, row[0], "", json.loads(row[1]))
-
-    def save_thread(self, thread):
-        with self.db.transaction() as tx:
-            tx.execute("INSERT OR REPLACE INTO threads VALUES (?, ?, ?)",
-                       [thread.id, thread.resource_id, json.dumps(thread.metadata)])
-        return thread
-
-    def update_thread(self, thread_id, *, title=None, metadata=None):
-        with self.db.transaction():
-            thread = self.get_thread(thread_id)
-            if thread is None:
-                raise ThreadNotFoundError(f"Thread with id {thread_id} not found")
-            return self.save_thread(Thread(thread_id, thread.resource_id, "",
-                                           {**thread.metadata, **(metadata or {})}))
-
-    def get_resource(self, resource_id):
-        row = self.db.cursor().execute("SELECT wm, meta FROM resources WHERE id = ?",
-                                       [resource_id]).fetchone()
-        return None if row is None else Resource(resource_id, row[0], json.loads(row[1]))
-
-    def update_resource(self, resource_id, *, working_memory=None, metadata=None):
-        with self.db.transaction() as tx:
-            old = self.get_resource(resource_id) or Resource(resource_id)
-            wm = old.working_memory if working_memory is None else working_memory
-            meta = {**old.metadata, **(metadata or {})}
-            tx.execute("INSERT OR REPLACE INTO resources VALUES (?, ?, ?)",
-                       [resource_id, wm, json.dumps(meta)])
-        return Resource(resource_id, wm, meta)
-
-
-@pytest.fixture
-def storage(tmp_path):
-    path = tmp_path / "memory.duckdb"
-    return DuckDBStorage(str(path)) if DuckDBStorage else StandInStorage(str(path))
-
+# `storage` (conftest.py) is a DuckDBStorage on a file in tmp_path.
 
 def thread(storage, thread_id="t1", resource_id="r1"):
     return storage.save_thread(Thread(thread_id, resource_id, "", {}, NOW, NOW))
