@@ -458,3 +458,16 @@ def test_public_names():
 
     assert threadrecall.Extractor is Extractor
     assert threadrecall.summarize_conversation is summarize_conversation
+
+
+def test_sync_call_inside_a_running_loop_with_async_hook():
+    async def hook(ctx):
+        await asyncio.sleep(0)
+        return ctx.current.upper()
+
+    async def main():
+        a = Extractor("mood", instructions="m", on_extracted=hook)
+        return summarize_conversation(conversation(), ScriptedModel([OBS + "<mood>calm</mood>"]),
+                                      extract=[a])
+
+    assert asyncio.run(main()).extracted == {"mood": "CALM"}
