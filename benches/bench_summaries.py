@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-
 from threadrecall import Extractor, Memory, MemoryConfig, WorkingMemoryConfig
 from threadrecall.models import ScriptedModel
 from threadrecall.storage import DuckDBStorage
