@@ -18,6 +18,9 @@ pub enum CoreError {
     /// An index file that cannot be read back.
     #[error("index file is unreadable ({0}); delete it and it will be rebuilt from the database")]
     IndexCorrupt(String),
+    /// A file the index could not be written to or read from.
+    #[error("{0}")]
+    Io(String),
     /// Any other bad argument.
     #[error("{0}")]
     InvalidArgument(String),

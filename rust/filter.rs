@@ -215,6 +215,11 @@ impl Record {
         self.entries.is_empty()
     }
 
+    /// The entries, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.entries.iter().map(|(k, v)| (&**k, v))
+    }
+
     fn position(&self, key: &str) -> std::result::Result<usize, usize> {
         self.entries.binary_search_by(|(k, _)| (**k).cmp(key))
     }

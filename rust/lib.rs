@@ -3,8 +3,13 @@
 //! The core knows nothing of Python; `py` (behind the `python` feature) is the only binding.
 
 pub mod context;
+pub mod distance;
 pub mod error;
 pub mod filter;
+pub mod hnsw;
+pub mod index;
+pub mod persist;
+pub mod planner;
 
 #[cfg(feature = "python")]
 mod py;

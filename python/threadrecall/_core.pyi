@@ -62,3 +62,45 @@ class Timeline:
         self, includes: list[tuple[str, int, int]], resource_id: str | None = None
     ) -> list[Row]:
         """Each (id, before, after) message with its neighbours, de-duplicated, chronological."""
+
+class VectorIndex:
+    """HNSW vector index with filter pushdown; many readers, one writer.
+
+    ``metric`` is ``"cosine"``, ``"euclidean"`` or ``"dotproduct"``. Scores are larger when
+    closer: cosine similarity, negative L2 distance, or the dot product.
+    """
+
+    def __init__(
+        self, dim: int, metric: str = "cosine", m: int = 16, ef_construction: int = 200, seed: int = 0
+    ) -> None: ...
+    def add(self, ids: list[str], vectors: Any, metadata: list[dict[str, Any] | None]) -> None:
+        """Insert or replace by id; ``vectors`` is C-contiguous float32 ``(len(ids), dim)``."""
+    def remove(self, ids: list[str]) -> int:
+        """Delete by id; return how many existed."""
+    def ids_where(self, filter: dict[str, Any]) -> list[str]:
+        """The ids whose metadata passes ``filter`` (every id for an empty filter)."""
+    def remove_where(self, filter: dict[str, Any]) -> list[str]:
+        """Delete every vector whose metadata passes ``filter``; return their ids."""
+    def search(
+        self, vector: Any, k: int, filter: dict[str, Any] | None = None, ef: int | None = None
+    ) -> list[tuple[str, float]]:
+        """The ``k`` closest ``(id, score)`` pairs passing ``filter``, closest first."""
+    def search_batch(
+        self, vectors: Any, k: int, filter: dict[str, Any] | None = None, ef: int | None = None
+    ) -> list[list[tuple[str, float]]]:
+        """``search`` for every row of a float32 ``(n, dim)`` array."""
+    def get_vector(self, id: str) -> Any | None:
+        """The stored float32 vector (unit length for cosine), or None."""
+    def save(self, path: str | Any, generation: int) -> None:
+        """Write atomically (temp file + rename), tagged with the database generation."""
+    @staticmethod
+    def load(path: str | Any) -> tuple[VectorIndex, int]:
+        """Read an index file; raise IndexCorruptError if it is damaged or foreign."""
+    def memory_bytes(self) -> int:
+        """Approximate bytes held by the index."""
+    def __len__(self) -> int: ...
+    def __contains__(self, id: str) -> bool: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def metric(self) -> str: ...

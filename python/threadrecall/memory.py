@@ -25,7 +25,7 @@ from .summarize import (SummarizeResult, asummarize_conversation, load_messages_
 from .types import ROLES, Message, MessageContent, RecallResult, Thread, ThreadPage, parse_time
 from .working_memory import WorkingMemory, strip_working_memory
 
-__all__ = ["Memory"]
+__all__ = ["Memory", "incoming_message"]
 
 RESOURCE_SCOPE_WITHOUT_RESOURCE = (
     "Memory error: Resource-scoped semantic recall is enabled but no resourceId was provided. "
@@ -130,7 +130,7 @@ class Memory:
         working-memory data (``<working_memory>`` tags, ``updateWorkingMemory`` tool calls). A message
         whose thread does not exist creates it when the message names its ``resource_id``.
         """
-        latest = {m.id: m for m in map(self._incoming, _sequence(messages, "messages")) if m.role != "system"}
+        latest = {m.id: m for m in map(incoming_message, _sequence(messages, "messages")) if m.role != "system"}
         incoming = [m for m in map(strip_working_memory, latest.values()) if m is not None]
         embedded = self.index.prepare(incoming) if self._embeds else None
         with self.storage.db.transaction():
@@ -314,49 +314,20 @@ class Memory:
                 f"but resource {resource_id} was queried."
             )
 
-    def _incoming(self, value: Message | Mapping[str, Any]) -> Message:
-        if isinstance(value, Message):
-            data = value.to_dict()
-            data["content"] = value.content
-        elif isinstance(value, Mapping):
-            data = dict(value)
-        else:
-            raise InvalidArgumentError(f"a message must be a Message or a dict, got {type(value).__name__}")
-        thread_id = check_thread_id(data.get("thread_id"))
-        role = data.get("role")
-        if role not in ROLES:
-            raise InvalidArgumentError(f"message role must be one of {', '.join(ROLES)}, got {role!r}")
-        mid = data.get("id") or new_id()
-        _check_id(mid, "message id")
-        resource_id = data.get("resource_id")
-        if resource_id is not None:
-            _check_id(resource_id, "resource_id")
-        try:
-            content = MessageContent.coerce(data.get("content"))
-            created_at = parse_time(data.get("created_at")) or datetime.now(timezone.utc)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"message {mid}: {exc}") from None
-        return Message(
-            id=mid, thread_id=thread_id, resource_id=resource_id, role=role, content=content,
-            created_at=created_at, type=data.get("type") or "text",
-            metadata=_mapping(data.get("metadata"), "message metadata"),
-        )
-
     def _ensure_threads(self, messages: Sequence[Message]) -> dict[str, Thread]:
         """The thread of every message, created when missing and the message names a resource."""
-        threads: dict[str, Thread] = {}
+        threads = self.storage.get_threads(m.thread_id for m in messages)
+        missing: dict[str, Thread] = {}
         for m in messages:
-            if m.thread_id in threads:
+            if m.thread_id in threads or m.thread_id in missing:
                 continue
-            thread = self.storage.get_thread(m.thread_id)
-            if thread is None:
-                if m.resource_id is None:
-                    raise ThreadNotFoundError(
-                        f"Thread with id {m.thread_id} not found; create it first or give the "
-                        "message a resource_id"
-                    )
-                thread = self.storage.save_thread(Thread(id=m.thread_id, resource_id=m.resource_id))
-            threads[m.thread_id] = thread
+            if m.resource_id is None:
+                raise ThreadNotFoundError(
+                    f"Thread with id {m.thread_id} not found; create it first or give the "
+                    "message a resource_id"
+                )
+            missing[m.thread_id] = Thread(id=m.thread_id, resource_id=m.resource_id)
+        threads.update(self.storage.save_threads(list(missing.values())))
         return threads
 
     acreate_thread = _twin(create_thread)
@@ -372,6 +343,40 @@ class Memory:
     aupdate_working_memory = _twin(update_working_memory)
     amerge_working_memory = _twin(merge_working_memory)
     aget_working_memory_template = _twin(get_working_memory_template)
+
+
+def incoming_message(value: Message | Mapping[str, Any], *, thread_id: str | None = None,
+                     resource_id: str | None = None) -> Message:
+    """Validate a message given as a Message or a dict; fill in id, time, thread and resource.
+
+    ``thread_id`` and ``resource_id`` are defaults for a dict that does not name its own.
+    """
+    if isinstance(value, Message):
+        data = value.to_dict()
+        data["content"] = value.content
+    elif isinstance(value, Mapping):
+        data = {"thread_id": thread_id, "resource_id": resource_id, **value}
+    else:
+        raise InvalidArgumentError(f"a message must be a Message or a dict, got {type(value).__name__}")
+    thread = check_thread_id(data.get("thread_id"))
+    role = data.get("role")
+    if role not in ROLES:
+        raise InvalidArgumentError(f"message role must be one of {', '.join(ROLES)}, got {role!r}")
+    mid = data.get("id") or new_id()
+    _check_id(mid, "message id")
+    resource = data.get("resource_id")
+    if resource is not None:
+        _check_id(resource, "resource_id")
+    try:
+        content = MessageContent.coerce(data.get("content"))
+        created_at = parse_time(data.get("created_at")) or datetime.now(timezone.utc)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"message {mid}: {exc}") from None
+    return Message(
+        id=mid, thread_id=thread, resource_id=resource, role=role, content=content,
+        created_at=created_at, type=data.get("type") or "text",
+        metadata=_mapping(data.get("metadata"), "message metadata"),
+    )
 
 
 def _split_filter(filter: Any) -> tuple[Mapping[str, Any] | None, dict[str, Any] | None]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..memory import Memory
+from ..memory import Memory, incoming_message
 from ..recall import HistoryQuery, read_history
 from ..storage.duckdb import DuckDBStorage
 from ..types import Message
@@ -24,8 +24,10 @@ class MessageHistory:
 
     def process_input(self, messages: Sequence[Message], *, thread_id: str | None,
                       resource_id: str | None = None) -> list[Message]:
-        given = list(messages)
-        if not thread_id or not self.last_messages:
+        if not thread_id:
+            return list(messages)
+        given = [incoming_message(m, thread_id=thread_id, resource_id=resource_id) for m in messages]
+        if not self.last_messages:
             return given
         query = HistoryQuery(thread_id=thread_id, resource_id=resource_id, per_page=self.last_messages,
                              page=0, date_range=None, metadata=None, order_by=None)
@@ -36,22 +38,8 @@ class MessageHistory:
     def process_output_result(self, messages: Sequence[Message | Mapping[str, Any]], *,
                               thread_id: str | None, resource_id: str | None = None) -> list[Message]:
         """Save the turn's messages (those not recalled from memory) to the thread."""
-        given = list(messages)
-        if thread_id:
-            fresh = [m for m in given if _source(m) != "memory"]
-            Memory(storage=self.storage).save_messages(
-                [_with_thread(m, thread_id, resource_id) for m in fresh])
+        if not thread_id:
+            return list(messages)
+        given = [incoming_message(m, thread_id=thread_id, resource_id=resource_id) for m in messages]
+        Memory(storage=self.storage).save_messages([m for m in given if m.metadata.get("source") != "memory"])
         return given
-
-
-def _source(message: Message | Mapping[str, Any]) -> Any:
-    meta = message.metadata if isinstance(message, Message) else (message.get("metadata") or {})
-    return meta.get("source")
-
-
-def _with_thread(message: Message | Mapping[str, Any], thread_id: str, resource_id: str | None) -> dict[str, Any]:
-    data = message.to_dict() if isinstance(message, Message) else dict(message)
-    data.setdefault("thread_id", thread_id)
-    if resource_id and not data.get("resource_id"):
-        data["resource_id"] = resource_id
-    return data

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from ..config import SemanticRecallConfig
+from ..memory import incoming_message
 from ..semantic import MessageIndex
 from ..storage.duckdb import DuckDBStorage, message_of
 from ..types import Message, MessageContent
@@ -43,9 +43,9 @@ class SemanticRecall:
     def process_input(self, messages: Sequence[Message | Mapping[str, Any]], *, thread_id: str | None,
                       resource_id: str | None = None) -> list[Message]:
         """``[other threads as one system message] + [same-thread hits] + messages``."""
-        given = [_as_message(m, thread_id, resource_id) for m in messages]
         if not thread_id:
-            return given
+            return list(messages)
+        given = [incoming_message(m, thread_id=thread_id, resource_id=resource_id) for m in messages]
         query = _last_user_text(given)
         if not query:
             return given
@@ -66,9 +66,9 @@ class SemanticRecall:
     def process_output_result(self, messages: Sequence[Message | Mapping[str, Any]], *,
                               thread_id: str | None, resource_id: str | None = None) -> list[Message]:
         """Embed and index the new messages of the turn; returns them unchanged."""
-        given = [_as_message(m, thread_id, resource_id) for m in messages]
         if not thread_id:
-            return given
+            return list(messages)
+        given = [incoming_message(m, thread_id=thread_id, resource_id=resource_id) for m in messages]
         fresh = [m for m in given if m.role != "system" and m.text.strip()
                  and (m.metadata or {}).get("source") != "memory"]
         if not fresh:
@@ -131,13 +131,3 @@ def _from_memory(message: Message) -> Message:
 def _system(text: str, thread_id: str, resource_id: str | None) -> Message:
     return Message(id=f"semantic-recall-{thread_id}", thread_id=thread_id, resource_id=resource_id,
                    role="system", content=MessageContent.coerce(text), created_at=datetime.now(timezone.utc))
-
-
-def _as_message(value: Message | Mapping[str, Any], thread_id: str | None, resource_id: str | None) -> Message:
-    if isinstance(value, Message):
-        return value
-    data = {"thread_id": thread_id, "resource_id": resource_id,
-            "created_at": datetime.now(timezone.utc), **dict(value)}
-    if not data.get("id"):
-        data["id"] = str(uuid.uuid4())
-    return Message.from_dict(data)

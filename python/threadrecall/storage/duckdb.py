@@ -82,13 +82,9 @@ def from_micros(value: int) -> datetime:
     return _EPOCH + timedelta(microseconds=value)
 
 
-def payload_of(message: Message) -> str:
-    return dumps({
-        "role": message.role,
-        "type": message.type,
-        "content": message.content.to_dict(),
-        "metadata": message.metadata,
-    })
+def _payload(role: str, type_: str, content: str, metadata: str) -> str:
+    """The mirrored body of a message, built from its already-encoded JSON columns."""
+    return f'{{"role":{dumps(role)},"type":{dumps(type_)},"content":{content},"metadata":{metadata}}}'
 
 
 def message_of(row: MessageRow) -> Message:
@@ -139,22 +135,47 @@ class DuckDBStorage:
         )
         return _thread(row) if row else None
 
+    def get_threads(self, thread_ids: Iterable[str]) -> dict[str, Thread]:
+        """The existing threads among ``thread_ids``, by id, in one query."""
+        rows = self.db.cursor().execute(
+            "SELECT id, resource_id, title, metadata, created_at, updated_at FROM threads "
+            "WHERE id IN (SELECT unnest(?))",
+            [list(dict.fromkeys(thread_ids))],
+        ).fetchall()
+        return {row[0]: _thread(row) for row in rows}
+
     def save_thread(self, thread: Thread) -> Thread:
         """Insert or replace a thread (an existing thread keeps its ``created_at``)."""
+        return self.save_threads([thread])[thread.id]
+
+    def save_threads(self, threads: Sequence[Thread]) -> dict[str, Thread]:
+        """Insert or replace threads in one statement; returns them as stored, by id."""
+        if not threads:
+            return {}
         now = _now()
+        table = pa.table({
+            "id": [t.id for t in threads],
+            "resource_id": [t.resource_id for t in threads],
+            "title": [t.title or "" for t in threads],
+            "metadata": [dumps(t.metadata or {}) for t in threads],
+            "created_at": pa.array([t.created_at or now for t in threads], pa.timestamp("us", tz="UTC")),
+            "updated_at": pa.array([t.updated_at or now for t in threads], pa.timestamp("us", tz="UTC")),
+        })
         with self.db.transaction() as tx:
-            row = tx.execute(
-                """
-                INSERT INTO threads VALUES (?, ?, ?, ?, ?, ?)
-                ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id,
-                    title = excluded.title, metadata = excluded.metadata,
-                    updated_at = excluded.updated_at
-                RETURNING id, resource_id, title, metadata, created_at, updated_at
-                """,
-                [thread.id, thread.resource_id, thread.title or "", dumps(thread.metadata or {}),
-                 thread.created_at or now, thread.updated_at or now],
-            ).fetchall()[0]
-        return _thread(row)
+            tx.register("incoming_threads", table)
+            try:
+                rows = tx.execute(
+                    """
+                    INSERT INTO threads SELECT * FROM incoming_threads
+                    ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id,
+                        title = excluded.title, metadata = excluded.metadata,
+                        updated_at = excluded.updated_at
+                    RETURNING id, resource_id, title, metadata, created_at, updated_at
+                    """
+                ).fetchall()
+            finally:
+                tx.unregister("incoming_threads")
+        return {row[0]: _thread(row) for row in rows}
 
     def update_thread(self, thread_id: str, *, title: str | None = None,
                       metadata: Mapping[str, Any] | None = None) -> Thread:
@@ -266,7 +287,9 @@ class DuckDBStorage:
                 else:
                     seqs.append(existing[4])
                     stored.append(replace(m, created_at=from_micros(existing[3])))
-            tx.register("incoming", _message_table(stored, seqs))
+            contents = [dumps(m.content.to_dict()) for m in stored]
+            metadatas = [dumps(m.metadata) for m in stored]
+            tx.register("incoming", _message_table(stored, seqs, contents, metadatas))
             try:
                 tx.execute(
                     """
@@ -280,7 +303,8 @@ class DuckDBStorage:
             finally:
                 tx.unregister("incoming")
             self._touch_threads(tx, {m.thread_id for m in stored})
-            self.db.on_commit(lambda: self._mirror(stored, seqs))
+            payloads = [_payload(m.role, m.type, c, md) for m, c, md in zip(stored, contents, metadatas)]
+            self.db.on_commit(lambda: self._mirror(stored, seqs, payloads))
         return stored
 
     def delete_messages(self, ids: Iterable[str]) -> list[str]:
@@ -301,7 +325,7 @@ class DuckDBStorage:
             [_now(), sorted(thread_ids)],
         )
 
-    def _mirror(self, messages: Sequence[Message], seqs: Sequence[int]) -> None:
+    def _mirror(self, messages: Sequence[Message], seqs: Sequence[int], payloads: list[str]) -> None:
         self.timeline.upsert(
             [m.id for m in messages],
             [m.thread_id for m in messages],
@@ -309,7 +333,7 @@ class DuckDBStorage:
             [to_micros(m.created_at) for m in messages],
             list(seqs),
             [m.metadata for m in messages],
-            [payload_of(m) for m in messages],
+            payloads,
         )
 
     def _load_timeline(self, batch: int = 100_000) -> None:
@@ -327,15 +351,16 @@ class DuckDBStorage:
             )
 
 
-def _message_table(messages: Sequence[Message], seqs: Sequence[int]) -> pa.Table:
+def _message_table(messages: Sequence[Message], seqs: Sequence[int], contents: list[str],
+                   metadatas: list[str]) -> pa.Table:
     return pa.table({
         "id": [m.id for m in messages],
         "thread_id": [m.thread_id for m in messages],
         "resource_id": pa.array([m.resource_id for m in messages], pa.string()),
         "role": [m.role for m in messages],
         "type": [m.type for m in messages],
-        "content": [dumps(m.content.to_dict()) for m in messages],
-        "metadata": [dumps(m.metadata) for m in messages],
+        "content": contents,
+        "metadata": metadatas,
         "created_at": pa.array([to_micros(m.created_at) for m in messages], pa.timestamp("us", tz="UTC")),
         "seq": pa.array(seqs, pa.int64()),
     })

@@ -1,0 +1,525 @@
+"""The default vector store: vectors in DuckDB, searched through the Rust HNSW index.
+
+DuckDB holds the truth — every vector, its metadata, and a generation counter per index that
+each write bumps. The HNSW graph is a cache of it, kept in memory and saved beside the database
+as ``<db path>.<index name>.hnsw`` tagged with the generation it reflects. On first use an
+index file is loaded if its generation matches, caught up if it lags (rows written and ids
+deleted after its generation are replayed), and rebuilt if it is missing or unreadable.
+Writes land in DuckDB inside one transaction and reach the graph only after it commits, so a
+rolled-back outer transaction leaves the index untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import re
+import threading
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from .. import _core
+from ..errors import (
+    DimensionMismatchError,
+    IndexCorruptError,
+    IndexNotFoundError,
+    InvalidArgumentError,
+)
+from ..storage.connection import Database
+from ..types import IndexStats, QueryResult, dumps
+
+__all__ = ["HnswVectorStore"]
+
+METRICS = ("cosine", "euclidean", "dotproduct")
+NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]{0,62}$")
+# Save the index file once this many vectors changed since the last save.
+SAVE_AFTER_CHANGES = 20_000
+# Rebuilds of at least this many vectors show a progress bar.
+PROGRESS_FROM = 20_000
+REBUILD_BATCH = 5_000
+
+MIGRATIONS = [
+    """CREATE TABLE vector_indexes (
+        name TEXT PRIMARY KEY,
+        dimension INTEGER NOT NULL,
+        metric TEXT NOT NULL,
+        generation BIGINT NOT NULL
+    )""",
+    """CREATE TABLE vector_rows (
+        index_name TEXT NOT NULL,
+        id TEXT NOT NULL,
+        vector FLOAT[] NOT NULL,
+        metadata TEXT NOT NULL,
+        generation BIGINT NOT NULL,
+        position INTEGER NOT NULL,
+        PRIMARY KEY (index_name, id)
+    )""",
+    """CREATE TABLE vector_deletions (
+        index_name TEXT NOT NULL,
+        id TEXT NOT NULL,
+        generation BIGINT NOT NULL,
+        PRIMARY KEY (index_name, id)
+    )""",
+]
+
+
+class _Loaded:
+    """One index held in memory: the graph, the generation it reflects, and the last save."""
+
+    def __init__(self, index: _core.VectorIndex, generation: int, saved: int | None) -> None:
+        self.index = index
+        self.generation = generation
+        self.saved = saved
+        self.changes = 0
+
+
+class HnswVectorStore:
+    """Named vector indexes in DuckDB, searched through an in-memory HNSW graph.
+
+    >>> store = HnswVectorStore()
+    >>> store.create_index("docs", 3)
+    >>> ids = store.upsert("docs", [[1, 0, 0], [0, 1, 0]], ids=["a", "b"],
+    ...                    metadata=[{"thread_id": "t1"}, {"thread_id": "t2"}])
+    >>> [r.id for r in store.query("docs", [1, 0.1, 0], top_k=1)]
+    ['a']
+    >>> [r.id for r in store.query("docs", [1, 0, 0], filter={"thread_id": "t2"})]
+    ['b']
+    """
+
+    def __init__(
+        self,
+        storage: Any = None,
+        *,
+        m: int = 16,
+        ef_construction: int = 200,
+        ef_search: int | None = None,
+    ) -> None:
+        for label, value in (("m", m), ("ef_construction", ef_construction)):
+            if not _is_int(value) or value < 1:
+                raise InvalidArgumentError(f"{label} must be a positive integer, got {value!r}")
+        if ef_search is not None and (not _is_int(ef_search) or ef_search < 1):
+            raise InvalidArgumentError(f"ef_search must be a positive integer or None, got {ef_search!r}")
+        self._owns_db = False
+        if storage is None or isinstance(storage, (str, Path)):
+            self.db = Database(":memory:" if storage is None else storage)
+            self._owns_db = True
+        elif isinstance(storage, Database):
+            self.db = storage
+        elif isinstance(getattr(storage, "db", None), Database):
+            self.db = storage.db
+        else:
+            raise InvalidArgumentError(
+                "storage must be a DuckDBStorage, a Database, a database path or None"
+            )
+        self.m, self.ef_construction, self.ef_search = m, ef_construction, ef_search
+        self._lock = threading.RLock()
+        self._loaded: dict[str, _Loaded] = {}
+        self.db.migrate("vector", MIGRATIONS)
+
+    # ---- indexes ----
+
+    def create_index(self, name: str, dimension: int, metric: str = "cosine") -> None:
+        """Create an index; the same dimension again is a no-op.
+
+        Raises DimensionMismatchError when ``name`` exists with another dimension.
+        """
+        _check_name(name)
+        if not _is_int(dimension) or dimension < 1:
+            raise InvalidArgumentError(f"dimension must be a positive integer, got {dimension!r}")
+        if metric not in METRICS:
+            raise InvalidArgumentError(
+                f"metric must be one of {', '.join(METRICS)}, got {metric!r}"
+            )
+        with self.db.transaction() as tx:
+            row = tx.execute("SELECT dimension FROM vector_indexes WHERE name = ?", [name]).fetchone()
+            if row is not None:
+                if row[0] != dimension:
+                    raise DimensionMismatchError(
+                        f"index {name} exists with dimension {row[0]}, not {dimension}"
+                    )
+                return
+            tx.execute("INSERT INTO vector_indexes VALUES (?, ?, ?, 0)", [name, dimension, metric])
+
+    def describe_index(self, name: str) -> IndexStats:
+        """Dimension, metric and vector count of an index."""
+        dimension, metric, _ = self._info(name)
+        (count,) = self.db.cursor().execute(
+            "SELECT count(*) FROM vector_rows WHERE index_name = ?", [name]
+        ).fetchone()
+        return IndexStats(dimension=dimension, metric=metric, count=count)
+
+    def list_indexes(self) -> list[str]:
+        """Names of every index, sorted."""
+        rows = self.db.cursor().execute("SELECT name FROM vector_indexes ORDER BY name").fetchall()
+        return [r[0] for r in rows]
+
+    def delete_index(self, name: str) -> None:
+        """Delete an index, its vectors and its index file."""
+        self._info(name)
+        with self.db.transaction() as tx:
+            for table, column in (
+                ("vector_rows", "index_name"),
+                ("vector_deletions", "index_name"),
+                ("vector_indexes", "name"),
+            ):
+                tx.execute(f"DELETE FROM {table} WHERE {column} = ?", [name])
+            self.db.on_commit(functools.partial(self._forget, name))
+
+    # ---- vectors ----
+
+    def upsert(
+        self,
+        name: str,
+        vectors: Any,
+        *,
+        ids: Sequence[str] | None = None,
+        metadata: Sequence[dict[str, Any]] | None = None,
+    ) -> list[str]:
+        """Insert or replace vectors by id; returns the ids (uuid4 strings when none given)."""
+        dimension, _, _ = self._info(name)
+        matrix = _as_matrix(vectors, dimension)
+        n = len(matrix)
+        ids = [str(uuid.uuid4()) for _ in range(n)] if ids is None else list(ids)
+        metadata = [{} for _ in range(n)] if metadata is None else list(metadata)
+        if len(ids) != n or len(metadata) != n:
+            raise InvalidArgumentError(
+                f"{n} vectors but {len(ids)} ids and {len(metadata)} metadata entries"
+            )
+        if any(not isinstance(i, str) or not i.strip() for i in ids):
+            raise InvalidArgumentError("vector ids must be non-empty strings")
+        if any(not isinstance(m, dict) for m in metadata):
+            raise InvalidArgumentError("each metadata entry must be a dict")
+        if n == 0:
+            return []
+        self._load(name)  # so the graph is current before this write reaches it
+        # Last occurrence of a repeated id wins, as it would one at a time.
+        last = {i: k for k, i in enumerate(ids)}
+        keep = sorted(last.values())
+        texts = [dumps(metadata[k]) for k in keep]
+        rows_ids = [ids[k] for k in keep]
+        rows = matrix[keep]
+        batch = pa.table(
+            {
+                "id": rows_ids,
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(rows.ravel()), dimension),
+                "metadata": texts,
+                "position": pa.array(range(len(keep)), type=pa.int32()),
+            }
+        )
+        with self.db.transaction() as tx:
+            generation = self._bump(tx, name)
+            tx.register("vector_batch", batch)
+            try:
+                tx.execute(
+                    "INSERT OR REPLACE INTO vector_rows SELECT ?, id, vector::FLOAT[], metadata, ?, "
+                    "position FROM vector_batch",
+                    [name, generation],
+                )
+                tx.execute(
+                    "DELETE FROM vector_deletions WHERE index_name = ? AND id IN "
+                    "(SELECT id FROM vector_batch)",
+                    [name],
+                )
+            finally:
+                tx.unregister("vector_batch")
+            # The graph sees metadata as it reads back from the database, so a rebuilt
+            # index filters exactly like this one.
+            stored = [json.loads(t) for t in texts]
+            self.db.on_commit(
+                functools.partial(self._apply_upsert, name, generation, rows_ids, rows, stored)
+            )
+        return ids
+
+    def query(
+        self,
+        name: str,
+        vector: Any,
+        *,
+        top_k: int = 10,
+        filter: dict[str, Any] | None = None,
+        include_vector: bool = False,
+    ) -> list[QueryResult]:
+        """The ``top_k`` closest vectors passing ``filter``, closest first.
+
+        ``score`` is larger when closer: cosine similarity, dot product, or minus the L2
+        distance. ``metadata`` is the stored metadata dict.
+        """
+        dimension, _, _ = self._info(name)
+        if not _is_int(top_k) or top_k < 1:
+            raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
+        query = _as_matrix(vector, dimension, single=True)[0]
+        loaded = self._load(name)
+        hits = loaded.index.search(query, top_k, filter or None, self.ef_search)
+        if not hits:
+            return []
+        columns = "id, metadata, vector" if include_vector else "id, metadata"
+        rows = self.db.cursor().execute(
+            f"SELECT {columns} FROM vector_rows WHERE index_name = ? AND id IN "
+            "(SELECT unnest(?::VARCHAR[]))",
+            [name, [h[0] for h in hits]],
+        ).fetchall()
+        by_id = {r[0]: r for r in rows}
+        results = []
+        for hit_id, score in hits:
+            row = by_id.get(hit_id)
+            if row is None:  # deleted since the search
+                continue
+            vec = np.asarray(row[2], dtype=np.float32) if include_vector else None
+            results.append(QueryResult(id=hit_id, score=float(score), metadata=json.loads(row[1]), vector=vec))
+        return results
+
+    def delete_vectors(
+        self, name: str, *, ids: Sequence[str] | None = None, filter: dict[str, Any] | None = None
+    ) -> None:
+        """Delete vectors by id, by filter, or both (the union)."""
+        self._info(name)
+        if ids is None and filter is None:
+            raise InvalidArgumentError("delete_vectors needs ids or a filter")
+        doomed = set()
+        if ids is not None:
+            ids = [ids] if isinstance(ids, str) else list(ids)
+            if any(not isinstance(i, str) for i in ids):
+                raise InvalidArgumentError("vector ids must be strings")
+            doomed.update(ids)
+        if filter is not None:
+            doomed.update(self._load(name).index.ids_where(filter))
+        if not doomed:
+            return
+        doomed_list = sorted(doomed)
+        with self.db.transaction() as tx:
+            generation = self._bump(tx, name)
+            tx.execute(
+                "DELETE FROM vector_rows WHERE index_name = ? AND id IN (SELECT unnest(?::VARCHAR[]))",
+                [name, doomed_list],
+            )
+            tx.execute(
+                "INSERT OR REPLACE INTO vector_deletions SELECT ?, unnest(?::VARCHAR[]), ?",
+                [name, doomed_list, generation],
+            )
+            self.db.on_commit(
+                functools.partial(self._apply_delete, name, generation, doomed_list)
+            )
+
+    # ---- lifecycle ----
+
+    def flush(self) -> None:
+        """Save every index whose file lags behind the database."""
+        if self.db.in_memory:
+            return
+        with self._lock:
+            for name, loaded in self._loaded.items():
+                if loaded.saved != loaded.generation:
+                    self._save(name, loaded)
+
+    def close(self) -> None:
+        """Save the index files; close the database if this store opened it."""
+        self.flush()
+        with self._lock:
+            self._loaded.clear()
+        if self._owns_db:
+            self.db.close()
+
+    def __enter__(self) -> HnswVectorStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def index_path(self, name: str) -> Path | None:
+        """Where the index file of ``name`` lives (None for an in-memory database)."""
+        return None if self.db.in_memory else Path(f"{self.db.path}.{name}.hnsw")
+
+    # ---- internals ----
+
+    def _info(self, name: str) -> tuple[int, str, int]:
+        _check_name(name)
+        row = self.db.cursor().execute(
+            "SELECT dimension, metric, generation FROM vector_indexes WHERE name = ?", [name]
+        ).fetchone()
+        if row is None:
+            raise IndexNotFoundError(f"index {name} does not exist")
+        return row
+
+    def _bump(self, tx: Any, name: str) -> int:
+        (generation,) = tx.execute(
+            "UPDATE vector_indexes SET generation = generation + 1 WHERE name = ? RETURNING generation",
+            [name],
+        ).fetchone()
+        return generation
+
+    def _apply_upsert(self, name, generation, ids, rows, metadata) -> None:
+        with self._lock:
+            loaded = self._loaded.get(name)
+            if loaded is None:
+                return  # loaded later, straight from the database
+            loaded.index.add(ids, rows, metadata)
+            self._advance(name, loaded, generation, len(ids))
+
+    def _apply_delete(self, name, generation, ids) -> None:
+        with self._lock:
+            loaded = self._loaded.get(name)
+            if loaded is None:
+                return
+            loaded.index.remove(ids)
+            self._advance(name, loaded, generation, len(ids))
+
+    def _advance(self, name: str, loaded: _Loaded, generation: int, changes: int) -> None:
+        loaded.generation = generation
+        loaded.changes += changes
+        if loaded.changes >= SAVE_AFTER_CHANGES and not self.db.in_memory:
+            self._save(name, loaded)
+
+    def _save(self, name: str, loaded: _Loaded) -> None:
+        path = self.index_path(name)
+        if path is None:
+            return
+        loaded.index.save(str(path), loaded.generation)
+        loaded.saved, loaded.changes = loaded.generation, 0
+
+    def _forget(self, name: str) -> None:
+        with self._lock:
+            self._loaded.pop(name, None)
+            path = self.index_path(name)
+            if path is not None:
+                path.unlink(missing_ok=True)
+
+    def _load(self, name: str) -> _Loaded:
+        """The in-memory index of ``name``: from its file if current, caught up, or rebuilt."""
+        loaded = self._loaded.get(name)
+        if loaded is not None:
+            return loaded
+        with self.db.transaction(), self._lock:  # no writer may move the generation meanwhile
+            loaded = self._loaded.get(name)
+            if loaded is None:
+                loaded = self._open(name)
+                self._loaded[name] = loaded
+            return loaded
+
+    def _open(self, name: str) -> _Loaded:
+        dimension, metric, generation = self._info(name)
+        path = self.index_path(name)
+        if path is not None and path.exists():
+            try:
+                index, file_generation = _core.VectorIndex.load(str(path))
+            except (IndexCorruptError, OSError):
+                index = None
+            if (
+                index is not None
+                and index.dim == dimension
+                and index.metric == metric
+                and file_generation <= generation
+            ):
+                loaded = _Loaded(index, file_generation, file_generation)
+                if file_generation < generation:
+                    self._catch_up(name, loaded, generation)
+                return loaded
+        loaded = _Loaded(self._new_index(dimension, metric), 0, None)
+        self._catch_up(name, loaded, generation)
+        if path is not None:
+            self._save(name, loaded)
+        return loaded
+
+    def _new_index(self, dimension: int, metric: str) -> _core.VectorIndex:
+        return _core.VectorIndex(dimension, metric, m=self.m, ef_construction=self.ef_construction)
+
+    def _catch_up(self, name: str, loaded: _Loaded, generation: int) -> None:
+        """Replays deletions, then rows, written after the index's generation."""
+        cur = self.db.cursor()
+        since = loaded.generation
+        gone = cur.execute(
+            "SELECT id FROM vector_deletions WHERE index_name = ? AND generation > ?", [name, since]
+        ).fetchall()
+        if gone:
+            loaded.index.remove([g[0] for g in gone])
+        (total,) = cur.execute(
+            "SELECT count(*) FROM vector_rows WHERE index_name = ? AND generation > ?", [name, since]
+        ).fetchone()
+        result = cur.execute(
+            "SELECT id, vector, metadata FROM vector_rows WHERE index_name = ? AND generation > ? "
+            "ORDER BY generation, position",
+            [name, since],
+        )
+        with warnings.catch_warnings():  # the extra copy it warns about is one batch at a time
+            warnings.simplefilter("ignore", UserWarning)
+            reader = result.to_arrow_reader(REBUILD_BATCH)
+        progress = None
+        if total >= PROGRESS_FROM:
+            from tqdm import tqdm
+
+            progress = tqdm(total=total, desc=f"indexing {name}", unit="vec")
+        dim = loaded.index.dim
+        for batch in reader:
+            ids = batch.column("id").to_pylist()
+            flat = batch.column("vector").values.to_numpy(zero_copy_only=False)
+            vectors = np.ascontiguousarray(flat, dtype=np.float32).reshape(len(ids), dim)
+            metadata = [json.loads(t) for t in batch.column("metadata").to_pylist()]
+            loaded.index.add(ids, vectors, metadata)
+            if progress is not None:
+                progress.update(len(ids))
+        if progress is not None:
+            progress.close()
+        loaded.generation = generation
+        loaded.changes += total + len(gone)
+
+    # ---- async twins ----
+
+    async def acreate_index(self, name: str, dimension: int, metric: str = "cosine") -> None:
+        return await asyncio.to_thread(self.create_index, name, dimension, metric)
+
+    async def aupsert(self, name: str, vectors: Any, **kwargs: Any) -> list[str]:
+        return await asyncio.to_thread(functools.partial(self.upsert, name, vectors, **kwargs))
+
+    async def aquery(self, name: str, vector: Any, **kwargs: Any) -> list[QueryResult]:
+        return await asyncio.to_thread(functools.partial(self.query, name, vector, **kwargs))
+
+    async def adelete_vectors(self, name: str, **kwargs: Any) -> None:
+        return await asyncio.to_thread(functools.partial(self.delete_vectors, name, **kwargs))
+
+    async def adescribe_index(self, name: str) -> IndexStats:
+        return await asyncio.to_thread(self.describe_index, name)
+
+    async def alist_indexes(self) -> list[str]:
+        return await asyncio.to_thread(self.list_indexes)
+
+    async def adelete_index(self, name: str) -> None:
+        return await asyncio.to_thread(self.delete_index, name)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_name(name: Any) -> None:
+    if not isinstance(name, str) or not NAME.match(name):
+        raise InvalidArgumentError(
+            f"index name must be 1-63 letters, digits, '_' or '-', got {name!r}"
+        )
+
+
+def _as_matrix(vectors: Any, dimension: int, single: bool = False) -> np.ndarray:
+    """A C-contiguous float32 ``(n, dimension)`` array of finite values, or the right error."""
+    try:
+        arr = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"vectors must be numbers: {exc}") from None
+    if single:
+        if arr.ndim != 1:
+            raise InvalidArgumentError("the query must be one vector (a flat list or 1-d array)")
+        arr = arr.reshape(1, -1)
+    elif arr.ndim == 1 and arr.size == 0:
+        arr = arr.reshape(0, dimension)
+    elif arr.ndim != 2:
+        raise InvalidArgumentError("vectors must be a list of vectors or a 2-d array")
+    if arr.shape[1] != dimension:
+        raise DimensionMismatchError(
+            f"vector dimension {arr.shape[1]} does not match the index dimension {dimension}"
+        )
+    if not np.isfinite(arr).all():
+        raise InvalidArgumentError("vectors must hold finite numbers")
+    return np.ascontiguousarray(arr)

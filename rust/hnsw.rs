@@ -1,0 +1,645 @@
+//! The HNSW graph over slots: flat arrays, seeded levels, insert, (filtered) search, tombstones.
+//!
+//! A slot is a dense `u32` position. Vectors sit in one contiguous array; level-0 links in one
+//! contiguous block (`[count, n1, .., n_m0]` per slot); upper-level links only for the few slots
+//! that reach them. Levels come from a seeded generator, so the same inserts build the same
+//! graph. Deleted slots stay in the graph as waypoints but are never collected.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::sync::Mutex;
+
+use crate::distance::Metric;
+use crate::error::{CoreError, Result};
+
+/// Highest level a slot may draw; far above what a billion slots would reach.
+const MAX_LEVEL: usize = 16;
+const NONE: u32 = u32::MAX;
+
+/// A distance with a total order (NaN sorts last), paired with its slot.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Near {
+    pub dist: f32,
+    pub slot: u32,
+}
+
+impl Eq for Near {}
+impl Ord for Near {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.dist
+            .total_cmp(&other.dist)
+            .then(self.slot.cmp(&other.slot))
+    }
+}
+impl PartialOrd for Near {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Marks slots seen by one search; a new generation clears it in O(1).
+#[derive(Default)]
+pub(crate) struct Visited {
+    tags: Vec<u16>,
+    generation: u16,
+}
+
+impl Visited {
+    fn start(&mut self, n: usize) {
+        if self.tags.len() < n {
+            self.tags.resize(n, 0);
+        }
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.tags.fill(0);
+            self.generation = 1;
+        }
+    }
+
+    /// True the first time `slot` is seen in this generation.
+    #[inline]
+    fn first_visit(&mut self, slot: u32) -> bool {
+        let tag = &mut self.tags[slot as usize];
+        let fresh = *tag != self.generation;
+        *tag = self.generation;
+        fresh
+    }
+}
+
+/// Construction parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Params {
+    pub dim: usize,
+    pub metric: Metric,
+    pub m: usize,
+    pub ef_construction: usize,
+    pub seed: u64,
+}
+
+impl Params {
+    pub fn new(
+        dim: usize,
+        metric: Metric,
+        m: usize,
+        ef_construction: usize,
+        seed: u64,
+    ) -> Result<Params> {
+        if dim == 0 {
+            return Err(CoreError::InvalidArgument(
+                "dimension must be a positive integer".into(),
+            ));
+        }
+        if !(2..=256).contains(&m) {
+            return Err(CoreError::InvalidArgument(format!(
+                "m must be between 2 and 256, got {m}"
+            )));
+        }
+        if ef_construction == 0 {
+            return Err(CoreError::InvalidArgument(
+                "ef_construction must be positive".into(),
+            ));
+        }
+        Ok(Params {
+            dim,
+            metric,
+            m,
+            ef_construction,
+            seed,
+        })
+    }
+}
+
+/// The graph. `&self` methods are safe to call from many threads at once.
+pub struct Graph {
+    pub(crate) params: Params,
+    /// Generator state for level draws (persisted, so a loaded graph keeps drawing the same).
+    pub(crate) rng: u64,
+    pub(crate) vectors: Vec<f32>,
+    pub(crate) levels: Vec<u8>,
+    pub(crate) links0: Vec<u32>,
+    /// Per slot, levels 1..=level, each `[count, n1, .., n_m]`; empty for level-0 slots.
+    pub(crate) upper: Vec<Box<[u32]>>,
+    pub(crate) deleted: Vec<bool>,
+    pub(crate) n_deleted: usize,
+    pub(crate) entry: u32,
+    visited_pool: Mutex<Vec<Visited>>,
+}
+
+impl Graph {
+    /// An empty graph; it grows without a capacity.
+    pub fn new(params: Params) -> Graph {
+        Graph {
+            params,
+            rng: params.seed ^ 0x9E37_79B9_7F4A_7C15,
+            vectors: Vec::new(),
+            levels: Vec::new(),
+            links0: Vec::new(),
+            upper: Vec::new(),
+            deleted: Vec::new(),
+            n_deleted: 0,
+            entry: NONE,
+            visited_pool: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Slots ever inserted, deleted ones included.
+    pub fn slots(&self) -> usize {
+        self.levels.len()
+    }
+
+    pub fn live(&self) -> usize {
+        self.slots() - self.n_deleted
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    pub fn is_deleted(&self, slot: u32) -> bool {
+        self.deleted[slot as usize]
+    }
+
+    #[inline]
+    pub fn vector(&self, slot: u32) -> &[f32] {
+        let d = self.params.dim;
+        &self.vectors[slot as usize * d..(slot as usize + 1) * d]
+    }
+
+    #[inline]
+    fn m0(&self) -> usize {
+        self.params.m * 2
+    }
+
+    #[inline]
+    fn links(&self, slot: u32, level: usize) -> &[u32] {
+        let block = if level == 0 {
+            let w = self.m0() + 1;
+            &self.links0[slot as usize * w..(slot as usize + 1) * w]
+        } else {
+            let w = self.params.m + 1;
+            &self.upper[slot as usize][(level - 1) * w..level * w]
+        };
+        &block[1..1 + block[0] as usize]
+    }
+
+    fn set_links(&mut self, slot: u32, level: usize, neighbours: &[u32]) {
+        let block = if level == 0 {
+            let w = self.m0() + 1;
+            &mut self.links0[slot as usize * w..(slot as usize + 1) * w]
+        } else {
+            let w = self.params.m + 1;
+            &mut self.upper[slot as usize][(level - 1) * w..level * w]
+        };
+        block[0] = neighbours.len() as u32;
+        block[1..1 + neighbours.len()].copy_from_slice(neighbours);
+    }
+
+    #[inline]
+    fn dist(&self, q: &[f32], slot: u32) -> f32 {
+        self.params.metric.distance(q, self.vector(slot))
+    }
+
+    fn draw_level(&mut self) -> usize {
+        // splitmix64
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let u = ((z >> 11) as f64 + 1.0) / (1u64 << 53) as f64; // (0, 1]
+        let mult = 1.0 / (self.params.m as f64).ln();
+        ((-u.ln() * mult) as usize).min(MAX_LEVEL)
+    }
+
+    fn checkout_visited(&self) -> Visited {
+        self.visited_pool
+            .lock()
+            .map(|mut p| p.pop())
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    fn return_visited(&self, v: Visited) {
+        if let Ok(mut pool) = self.visited_pool.lock() {
+            pool.push(v);
+        }
+    }
+
+    /// Prepares (for cosine: normalises) and appends a vector, linking it into the graph.
+    /// The caller has checked the length. Returns its slot.
+    pub fn insert(&mut self, vector: &[f32]) -> u32 {
+        let slot = self.slots() as u32;
+        let level = self.draw_level();
+        let start = self.vectors.len();
+        self.vectors.extend_from_slice(vector);
+        self.params.metric.prepare(&mut self.vectors[start..]);
+        self.levels.push(level as u8);
+        self.links0.resize(self.links0.len() + self.m0() + 1, 0);
+        self.upper
+            .push(vec![0u32; level * (self.params.m + 1)].into_boxed_slice());
+        self.deleted.push(false);
+        if self.entry == NONE {
+            self.entry = slot;
+            return slot;
+        }
+        let q: Vec<f32> = self.vector(slot).to_vec();
+        let top = self.levels[self.entry as usize] as usize;
+        let mut ep = self.greedy_descent(&q, self.entry, top, level);
+        let mut visited = self.checkout_visited();
+        for lc in (0..=level.min(top)).rev() {
+            let found = self.search_layer(
+                &q,
+                &ep,
+                self.params.ef_construction,
+                lc,
+                &mut visited,
+                |_| true,
+            );
+            let chosen = self.select_neighbours(&found, self.params.m);
+            self.set_links(slot, lc, &chosen);
+            for &n in &chosen {
+                self.add_back_link(n, slot, lc);
+            }
+            ep = found;
+        }
+        self.return_visited(visited);
+        if level > top {
+            self.entry = slot;
+        }
+        slot
+    }
+
+    /// Links `from` back to `to` at `level`, pruning `from`'s list with the heuristic if full.
+    fn add_back_link(&mut self, from: u32, to: u32, level: usize) {
+        let cap = if level == 0 { self.m0() } else { self.params.m };
+        let current = self.links(from, level);
+        if current.contains(&to) {
+            return;
+        }
+        if current.len() < cap {
+            let mut next = current.to_vec();
+            next.push(to);
+            self.set_links(from, level, &next);
+            return;
+        }
+        let base = self.vector(from);
+        let mut pool: Vec<Near> = current
+            .iter()
+            .chain(std::iter::once(&to))
+            .map(|&s| Near {
+                dist: self.params.metric.distance(base, self.vector(s)),
+                slot: s,
+            })
+            .collect();
+        pool.sort_unstable();
+        let kept = self.select_neighbours(&pool, cap);
+        self.set_links(from, level, &kept);
+    }
+
+    /// The neighbour-selection heuristic: walk candidates nearest first and keep one only if
+    /// it is closer to the base than to every neighbour already kept (spreads the links out).
+    fn select_neighbours(&self, sorted: &[Near], max: usize) -> Vec<u32> {
+        let mut kept: Vec<u32> = Vec::with_capacity(max);
+        for c in sorted {
+            if kept.len() >= max {
+                break;
+            }
+            let cv = self.vector(c.slot);
+            let diverse = kept
+                .iter()
+                .all(|&k| self.params.metric.distance(cv, self.vector(k)) >= c.dist);
+            if diverse {
+                kept.push(c.slot);
+            }
+        }
+        kept
+    }
+
+    /// Greedy walk with ef = 1 from `top` down to `stop + 1`; returns the entry set for `stop`.
+    fn greedy_descent(&self, q: &[f32], start: u32, top: usize, stop: usize) -> Vec<Near> {
+        let mut cur = Near {
+            dist: self.dist(q, start),
+            slot: start,
+        };
+        for level in (stop + 1..=top).rev() {
+            let mut improved = true;
+            while improved {
+                improved = false;
+                for &n in self.links(cur.slot, level) {
+                    let d = self.dist(q, n);
+                    if d < cur.dist {
+                        cur = Near { dist: d, slot: n };
+                        improved = true;
+                    }
+                }
+            }
+        }
+        vec![cur]
+    }
+
+    /// Best-first search of one layer. Every reachable slot may be traversed, but only those
+    /// for which `collect` holds enter the result (at most `ef`, nearest first).
+    fn search_layer<F: Fn(u32) -> bool>(
+        &self,
+        q: &[f32],
+        entry: &[Near],
+        ef: usize,
+        level: usize,
+        visited: &mut Visited,
+        collect: F,
+    ) -> Vec<Near> {
+        visited.start(self.slots());
+        let mut candidates: BinaryHeap<Reverse<Near>> = BinaryHeap::with_capacity(ef * 2);
+        let mut results: BinaryHeap<Near> = BinaryHeap::with_capacity(ef + 1);
+        let mut fresh: Vec<u32> = Vec::with_capacity(self.m0());
+        for &e in entry {
+            if visited.first_visit(e.slot) {
+                candidates.push(Reverse(e));
+                if collect(e.slot) {
+                    results.push(e);
+                }
+            }
+        }
+        while results.len() > ef {
+            results.pop();
+        }
+        while let Some(Reverse(c)) = candidates.pop() {
+            let bound = if results.len() >= ef {
+                results.peek().map_or(f32::INFINITY, |w| w.dist)
+            } else {
+                f32::INFINITY
+            };
+            if c.dist > bound {
+                break;
+            }
+            // Mark the unseen neighbours, start loading their vectors, then measure them.
+            fresh.clear();
+            fresh.extend(
+                self.links(c.slot, level)
+                    .iter()
+                    .copied()
+                    .filter(|&n| visited.first_visit(n)),
+            );
+            for &n in &fresh {
+                prefetch(self.vector(n));
+            }
+            for &n in &fresh {
+                let d = self.dist(q, n);
+                let full = results.len() >= ef;
+                let worst = if full {
+                    results.peek().map_or(f32::INFINITY, |w| w.dist)
+                } else {
+                    f32::INFINITY
+                };
+                if d < worst {
+                    let near = Near { dist: d, slot: n };
+                    candidates.push(Reverse(near));
+                    if collect(n) {
+                        results.push(near);
+                        if results.len() > ef {
+                            results.pop();
+                        }
+                    }
+                }
+            }
+        }
+        results.into_sorted_vec()
+    }
+
+    /// The `k` nearest live slots allowed by `allow`, nearest first, with graph distances.
+    /// `query` must already be prepared (see [`Metric::prepare`]).
+    pub fn search<F: Fn(u32) -> bool>(
+        &self,
+        query: &[f32],
+        k: usize,
+        ef: usize,
+        allow: F,
+    ) -> Vec<Near> {
+        if self.entry == NONE || k == 0 {
+            return Vec::new();
+        }
+        let top = self.levels[self.entry as usize] as usize;
+        let ep = self.greedy_descent(query, self.entry, top, 0);
+        let mut visited = self.checkout_visited();
+        let mut found = self.search_layer(query, &ep, ef.max(k), 0, &mut visited, |s| {
+            !self.deleted[s as usize] && allow(s)
+        });
+        self.return_visited(visited);
+        found.truncate(k);
+        found
+    }
+
+    /// Tombstones a slot: still a waypoint, never a result. Returns false if already deleted.
+    pub fn mark_deleted(&mut self, slot: u32) -> bool {
+        let d = &mut self.deleted[slot as usize];
+        if *d {
+            return false;
+        }
+        *d = true;
+        self.n_deleted += 1;
+        true
+    }
+
+    /// Puts the visited-list pool back after the graph was assembled from parts.
+    pub(crate) fn from_parts(
+        params: Params,
+        rng: u64,
+        vectors: Vec<f32>,
+        levels: Vec<u8>,
+        links0: Vec<u32>,
+        upper: Vec<Box<[u32]>>,
+        deleted: Vec<bool>,
+        entry: u32,
+    ) -> Graph {
+        let n_deleted = deleted.iter().filter(|d| **d).count();
+        Graph {
+            params,
+            rng,
+            vectors,
+            levels,
+            links0,
+            upper,
+            deleted,
+            n_deleted,
+            entry,
+            visited_pool: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Checks that every link points at a slot and every count fits (used after a load).
+    pub(crate) fn validate(&self) -> std::result::Result<(), String> {
+        let n = self.slots();
+        let (m, m0) = (self.params.m, self.m0());
+        if self.vectors.len() != n * self.params.dim || self.links0.len() != n * (m0 + 1) {
+            return Err("array lengths disagree".into());
+        }
+        if self.upper.len() != n || self.deleted.len() != n {
+            return Err("array lengths disagree".into());
+        }
+        if (n == 0) != (self.entry == NONE) || (n > 0 && self.entry as usize >= n) {
+            return Err("bad entry point".into());
+        }
+        for s in 0..n {
+            let level = self.levels[s] as usize;
+            if level > MAX_LEVEL || self.upper[s].len() != level * (m + 1) {
+                return Err("bad level".into());
+            }
+            for l in 0..=level {
+                let (cap, block) = if l == 0 {
+                    (m0, &self.links0[s * (m0 + 1)..(s + 1) * (m0 + 1)])
+                } else {
+                    (m, &self.upper[s][(l - 1) * (m + 1)..l * (m + 1)])
+                };
+                let count = block[0] as usize;
+                if count > cap || block[1..1 + count].iter().any(|&x| x as usize >= n) {
+                    return Err("bad link".into());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Cache lines of a vector requested ahead of its distance computation.
+const PREFETCH_LINES: usize = 8;
+
+#[inline(always)]
+fn prefetch(v: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let lines = (v.len() * 4).div_ceil(64).min(PREFETCH_LINES);
+        for line in 0..lines {
+            _mm_prefetch((v.as_ptr() as *const i8).add(line * 64), _MM_HINT_T0);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = v;
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Seeded clustered data: `clusters` Gaussian-ish centres, points scattered around them.
+    pub(crate) fn clustered(seed: u64, n: usize, dim: usize, clusters: usize) -> Vec<Vec<f32>> {
+        let mut s = seed;
+        let mut next = move || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        };
+        let centres: Vec<Vec<f32>> = (0..clusters)
+            .map(|_| (0..dim).map(|_| next()).collect())
+            .collect();
+        (0..n)
+            .map(|i| {
+                centres[i % clusters]
+                    .iter()
+                    .map(|c| c + 0.35 * next())
+                    .collect()
+            })
+            .collect()
+    }
+
+    pub(crate) fn exact(g: &Graph, q: &[f32], k: usize) -> Vec<u32> {
+        let mut all: Vec<Near> = (0..g.slots() as u32)
+            .filter(|&s| !g.is_deleted(s))
+            .map(|s| Near {
+                dist: g.dist(q, s),
+                slot: s,
+            })
+            .collect();
+        all.sort_unstable();
+        all.into_iter().take(k).map(|n| n.slot).collect()
+    }
+
+    fn build(metric: Metric, data: &[Vec<f32>]) -> Graph {
+        let mut g = Graph::new(Params::new(data[0].len(), metric, 16, 200, 42).unwrap());
+        for v in data {
+            g.insert(v);
+        }
+        g
+    }
+
+    fn prepared(metric: Metric, v: &[f32]) -> Vec<f32> {
+        let mut q = v.to_vec();
+        metric.prepare(&mut q);
+        q
+    }
+
+    #[test]
+    fn recall_at_10_is_at_least_095_on_clustered_data() {
+        // seed 11 for data, 12 for queries, graph seed 42.
+        for metric in [Metric::Cosine, Metric::Euclidean] {
+            let data = clustered(11, 3000, 32, 30);
+            let queries = clustered(12, 100, 32, 30);
+            let g = build(metric, &data);
+            let mut hits = 0;
+            for q in &queries {
+                let q = prepared(metric, q);
+                let truth = exact(&g, &q, 10);
+                let got: Vec<u32> = g
+                    .search(&q, 10, 64, |_| true)
+                    .iter()
+                    .map(|n| n.slot)
+                    .collect();
+                hits += truth.iter().filter(|t| got.contains(t)).count();
+            }
+            let recall = hits as f64 / (queries.len() * 10) as f64;
+            assert!(recall >= 0.95, "{metric:?} recall {recall}");
+        }
+    }
+
+    #[test]
+    fn same_seed_builds_the_same_graph() {
+        let data = clustered(5, 500, 8, 10);
+        let a = build(Metric::Cosine, &data);
+        let b = build(Metric::Cosine, &data);
+        assert_eq!(a.levels, b.levels);
+        assert_eq!(a.links0, b.links0);
+        assert_eq!(a.entry, b.entry);
+    }
+
+    #[test]
+    fn deleted_slots_are_never_returned() {
+        // seed 3
+        let data = clustered(3, 800, 16, 8);
+        let mut g = build(Metric::Euclidean, &data);
+        for s in (0..800).step_by(3) {
+            assert!(g.mark_deleted(s));
+        }
+        assert!(!g.mark_deleted(0));
+        for q in data.iter().take(50) {
+            for n in g.search(q, 10, 50, |_| true) {
+                assert!(n.slot % 3 != 0);
+            }
+        }
+    }
+
+    #[test]
+    fn filtered_search_collects_only_allowed_slots() {
+        let data = clustered(9, 600, 16, 6);
+        let g = build(Metric::Cosine, &data);
+        let q = prepared(Metric::Cosine, &data[1]);
+        let got = g.search(&q, 10, 100, |s| s % 7 == 0);
+        assert_eq!(got.len(), 10);
+        assert!(got.iter().all(|n| n.slot % 7 == 0));
+    }
+
+    #[test]
+    fn empty_graph_and_zero_k_return_nothing() {
+        let g = Graph::new(Params::new(4, Metric::Cosine, 16, 200, 0).unwrap());
+        assert!(g.search(&[1.0, 0.0, 0.0, 0.0], 5, 10, |_| true).is_empty());
+        assert!(g.validate().is_ok());
+    }
+
+    #[test]
+    fn bad_params_are_invalid_arguments() {
+        assert!(Params::new(0, Metric::Cosine, 16, 200, 0).is_err());
+        assert!(Params::new(4, Metric::Cosine, 1, 200, 0).is_err());
+        assert!(Params::new(4, Metric::Cosine, 16, 0, 0).is_err());
+    }
+}

@@ -1,0 +1,417 @@
+//! A vector index: the HNSW graph plus what ties its slots to the outside world — string ids,
+//! the metadata record filters read, and the per-thread/per-resource slot lists the planner
+//! uses. Upserts tombstone the old slot; once tombstones pass a set fraction the graph is
+//! rebuilt from the live slots.
+
+use std::collections::HashMap;
+
+use crate::distance::Metric;
+use crate::error::{CoreError, Result};
+use crate::filter::{Filter, Input, Record, Value};
+use crate::hnsw::{Graph, Near, Params};
+use crate::planner::{self, Postings};
+
+/// Compaction starts when tombstones exceed this fraction of all slots...
+const COMPACT_FRACTION: f64 = 0.3;
+/// ...and there are at least this many of them (small indexes are not worth rebuilding).
+const COMPACT_MIN_TOMBSTONES: usize = 256;
+
+/// One search hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub id: String,
+    pub score: f32,
+}
+
+pub struct VectorIndex {
+    pub(crate) graph: Graph,
+    pub(crate) ids: Vec<Box<str>>,
+    pub(crate) records: Vec<Record>,
+    pub(crate) slot_of: HashMap<Box<str>, u32>,
+    pub(crate) postings: Postings,
+}
+
+impl VectorIndex {
+    /// An empty index, valid from construction.
+    pub fn new(
+        dim: usize,
+        metric: Metric,
+        m: usize,
+        ef_construction: usize,
+        seed: u64,
+    ) -> Result<VectorIndex> {
+        let params = Params::new(dim, metric, m, ef_construction, seed)?;
+        Ok(VectorIndex::from_graph(
+            Graph::new(params),
+            Vec::new(),
+            Vec::new(),
+        ))
+    }
+
+    /// Assembles an index from a graph and its per-slot ids and records (rebuilds the lookups).
+    pub(crate) fn from_graph(
+        graph: Graph,
+        ids: Vec<Box<str>>,
+        records: Vec<Record>,
+    ) -> VectorIndex {
+        let mut index = VectorIndex {
+            graph,
+            ids,
+            records,
+            slot_of: HashMap::new(),
+            postings: Postings::default(),
+        };
+        for slot in 0..index.ids.len() as u32 {
+            if !index.graph.is_deleted(slot) {
+                index.slot_of.insert(index.ids[slot as usize].clone(), slot);
+                index.postings.add(slot, &index.records[slot as usize]);
+            }
+        }
+        index
+    }
+
+    pub fn dim(&self) -> usize {
+        self.graph.params().dim
+    }
+
+    pub fn metric(&self) -> Metric {
+        self.graph.params().metric
+    }
+
+    /// Number of live vectors.
+    pub fn len(&self) -> usize {
+        self.slot_of.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slot_of.is_empty()
+    }
+
+    /// Every live id, in slot order.
+    pub fn ids(&self) -> Vec<String> {
+        (0..self.graph.slots() as u32)
+            .filter(|&s| !self.graph.is_deleted(s))
+            .map(|s| self.ids[s as usize].to_string())
+            .collect()
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.slot_of.contains_key(id)
+    }
+
+    fn check_dim(&self, got: usize) -> Result<()> {
+        if got != self.dim() {
+            return Err(CoreError::DimensionMismatch {
+                expected: self.dim(),
+                got,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a whole batch before anything changes: lengths agree, ids non-blank, values finite.
+    pub fn check_batch(&self, ids: &[String], vectors: &[f32], metadata: &[Input]) -> Result<()> {
+        let dim = self.dim();
+        if vectors.len() != ids.len() * dim {
+            if !ids.is_empty() && vectors.len() % ids.len() == 0 {
+                self.check_dim(vectors.len() / ids.len())?;
+            }
+            return Err(CoreError::InvalidArgument(format!(
+                "{} ids but {} values for vectors of dimension {dim}",
+                ids.len(),
+                vectors.len()
+            )));
+        }
+        if metadata.len() != ids.len() {
+            return Err(CoreError::InvalidArgument(format!(
+                "{} ids but {} metadata entries",
+                ids.len(),
+                metadata.len()
+            )));
+        }
+        if ids.iter().any(|id| id.trim().is_empty()) {
+            return Err(CoreError::InvalidArgument(
+                "vector ids must be non-empty strings".into(),
+            ));
+        }
+        if vectors.iter().any(|x| !x.is_finite()) {
+            return Err(CoreError::InvalidArgument(
+                "vectors must hold finite numbers".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Inserts or replaces vectors by id. `vectors` is row-major `(ids.len(), dim)`; each
+    /// metadata entry is a mapping (anything else counts as empty).
+    pub fn add(&mut self, ids: Vec<String>, vectors: &[f32], metadata: Vec<Input>) -> Result<()> {
+        self.check_batch(&ids, vectors, &metadata)?;
+        let dim = self.dim();
+        for (i, (id, meta)) in ids.into_iter().zip(metadata).enumerate() {
+            self.remove_one(&id);
+            let record = Record::from_input(meta);
+            let slot = self.graph.insert(&vectors[i * dim..(i + 1) * dim]);
+            debug_assert_eq!(slot as usize, self.ids.len());
+            let id: Box<str> = id.into();
+            self.postings.add(slot, &record);
+            self.slot_of.insert(id.clone(), slot);
+            self.ids.push(id);
+            self.records.push(record);
+        }
+        Ok(())
+    }
+
+    fn remove_one(&mut self, id: &str) -> bool {
+        let Some(slot) = self.slot_of.remove(id) else {
+            return false;
+        };
+        self.graph.mark_deleted(slot);
+        let graph = &self.graph;
+        self.postings
+            .remove(&self.records[slot as usize], |s| graph.is_deleted(s));
+        true
+    }
+
+    /// Deletes vectors by id; returns how many existed.
+    pub fn remove(&mut self, ids: &[String]) -> usize {
+        let n = ids.iter().filter(|id| self.remove_one(id)).count();
+        self.maybe_compact();
+        n
+    }
+
+    /// The ids of every vector whose metadata passes `filter`.
+    pub fn ids_where(&self, filter: &Filter) -> Vec<String> {
+        planner::allowed_slots(self, Some(filter))
+            .into_iter()
+            .map(|s| self.ids[s as usize].to_string())
+            .collect()
+    }
+
+    /// Deletes every vector whose metadata passes `filter`; returns their ids.
+    pub fn remove_where(&mut self, filter: &Filter) -> Vec<String> {
+        let doomed = self.ids_where(filter);
+        for id in &doomed {
+            self.remove_one(id);
+        }
+        self.maybe_compact();
+        doomed
+    }
+
+    /// The stored vector of `id` (unit length for cosine).
+    pub fn get_vector(&self, id: &str) -> Option<&[f32]> {
+        self.slot_of.get(id).map(|&s| self.graph.vector(s))
+    }
+
+    /// The `k` closest vectors passing `filter`, closest first; `ef` overrides the planner's
+    /// base search breadth.
+    pub fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        filter: Option<&Filter>,
+        ef: Option<usize>,
+    ) -> Result<Vec<Hit>> {
+        self.check_dim(query.len())?;
+        if query.iter().any(|x| !x.is_finite()) {
+            return Err(CoreError::InvalidArgument(
+                "the query vector must hold finite numbers".into(),
+            ));
+        }
+        let mut q = query.to_vec();
+        self.metric().prepare(&mut q);
+        Ok(self.hits(planner::search(self, &q, k, filter, ef)))
+    }
+
+    /// The exact answer (a scan of every allowed vector): the oracle the graph is tested against.
+    pub fn exact_search(
+        &self,
+        query: &[f32],
+        k: usize,
+        filter: Option<&Filter>,
+    ) -> Result<Vec<Hit>> {
+        self.check_dim(query.len())?;
+        let mut q = query.to_vec();
+        self.metric().prepare(&mut q);
+        Ok(self.hits(planner::exact(
+            self,
+            &q,
+            k,
+            planner::allowed_slots(self, filter),
+        )))
+    }
+
+    fn hits(&self, found: Vec<Near>) -> Vec<Hit> {
+        let metric = self.metric();
+        found
+            .into_iter()
+            .map(|n| Hit {
+                id: self.ids[n.slot as usize].to_string(),
+                score: metric.score(n.dist),
+            })
+            .collect()
+    }
+
+    /// Rebuilds the graph from the live slots once tombstones pass the set fraction.
+    fn maybe_compact(&mut self) {
+        let dead = self.graph.slots() - self.graph.live();
+        if dead < COMPACT_MIN_TOMBSTONES
+            || (dead as f64) < COMPACT_FRACTION * self.graph.slots() as f64
+        {
+            return;
+        }
+        self.compact();
+    }
+
+    /// Rebuilds the graph without tombstones (same parameters and seed, live slots in order).
+    pub fn compact(&mut self) {
+        let mut graph = Graph::new(*self.graph.params());
+        let mut ids = Vec::with_capacity(self.len());
+        let mut records = Vec::with_capacity(self.len());
+        for slot in 0..self.graph.slots() as u32 {
+            if !self.graph.is_deleted(slot) {
+                graph.insert(self.graph.vector(slot));
+                ids.push(std::mem::take(&mut self.ids[slot as usize]));
+                records.push(std::mem::take(&mut self.records[slot as usize]));
+            }
+        }
+        *self = VectorIndex::from_graph(graph, ids, records);
+    }
+
+    /// Slots ever used, tombstones included (for tests and stats).
+    pub fn slots(&self) -> usize {
+        self.graph.slots()
+    }
+
+    /// Bytes held by vectors, graph links, ids and metadata records: heap sizes plus a
+    /// 16-byte allocator overhead per allocation (an estimate of resident memory).
+    pub fn memory_bytes(&self) -> usize {
+        const ALLOC: usize = 16;
+        let heap = |len: usize| if len == 0 { 0 } else { len + ALLOC };
+        let g = &self.graph;
+        let graph = g.vectors.capacity() * 4
+            + g.links0.capacity() * 4
+            + g.levels.capacity()
+            + g.deleted.capacity()
+            + g.upper.capacity() * 16
+            + g.upper.iter().map(|u| heap(u.len() * 4)).sum::<usize>();
+        let ids = self.ids.capacity() * 16
+            + self.ids.iter().map(|s| heap(s.len())).sum::<usize>() * 2
+            + self.slot_of.capacity() * (16 + 4 + 4);
+        let value = |v: &Value| match v {
+            Value::Str(s) => heap(s.len()),
+            _ => 0,
+        };
+        let records = self.records.capacity() * 24
+            + self
+                .records
+                .iter()
+                .map(|r| {
+                    heap(r.len() * std::mem::size_of::<(Box<str>, Value)>())
+                        + r.iter()
+                            .map(|(k, v)| heap(k.len()) + value(v))
+                            .sum::<usize>()
+                })
+                .sum::<usize>();
+        graph + ids + records + self.postings.memory_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hnsw::tests::clustered;
+
+    fn meta(thread: &str, n: i64) -> Input {
+        Input::Map(vec![
+            ("thread_id".into(), Input::Str(thread.into())),
+            ("n".into(), Input::Int(n)),
+        ])
+    }
+
+    fn filled(n: usize, seed: u64) -> (VectorIndex, Vec<Vec<f32>>) {
+        let data = clustered(seed, n, 16, 10);
+        let mut idx = VectorIndex::new(16, Metric::Cosine, 16, 100, 1).unwrap();
+        let ids: Vec<String> = (0..n).map(|i| format!("v{i}")).collect();
+        let flat: Vec<f32> = data.iter().flatten().copied().collect();
+        let metas = (0..n)
+            .map(|i| meta(&format!("t{}", i % 5), i as i64))
+            .collect();
+        idx.add(ids, &flat, metas).unwrap();
+        (idx, data)
+    }
+
+    #[test]
+    fn upsert_replaces_by_id() {
+        let (mut idx, data) = filled(50, 2);
+        idx.add(vec!["v3".into()], &data[40], vec![meta("t9", 3)])
+            .unwrap();
+        assert_eq!(idx.len(), 50);
+        let hits = idx.search(&data[40], 2, None, None).unwrap();
+        assert!(hits.iter().any(|h| h.id == "v3"));
+        let f = Filter::vector(&Input::Map(vec![(
+            "thread_id".into(),
+            Input::Str("t9".into()),
+        )]))
+        .unwrap();
+        let only = idx.search(&data[0], 5, f.as_ref(), None).unwrap();
+        assert_eq!(
+            only.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+            vec!["v3"]
+        );
+    }
+
+    #[test]
+    fn bad_batches_change_nothing() {
+        let (mut idx, _) = filled(10, 2);
+        let e = idx
+            .add(vec!["a".into()], &[1.0; 8], vec![Input::Null])
+            .unwrap_err();
+        assert_eq!(
+            e,
+            CoreError::DimensionMismatch {
+                expected: 16,
+                got: 8
+            }
+        );
+        let e = idx
+            .add(vec![" ".into()], &[1.0; 16], vec![Input::Null])
+            .unwrap_err();
+        assert!(matches!(e, CoreError::InvalidArgument(_)));
+        let e = idx
+            .add(vec!["a".into()], &[f32::NAN; 16], vec![Input::Null])
+            .unwrap_err();
+        assert!(matches!(e, CoreError::InvalidArgument(_)));
+        assert!(matches!(
+            idx.search(&[1.0; 3], 1, None, None),
+            Err(CoreError::DimensionMismatch { .. })
+        ));
+        assert_eq!(idx.len(), 10);
+    }
+
+    #[test]
+    fn removed_ids_are_never_returned_and_compaction_keeps_the_rest() {
+        // seed 4
+        let (mut idx, data) = filled(1000, 4);
+        let gone: Vec<String> = (0..1000).step_by(2).map(|i| format!("v{i}")).collect();
+        assert_eq!(idx.remove(&gone), 500);
+        assert_eq!(idx.slots(), 500, "compaction ran");
+        assert_eq!(idx.len(), 500);
+        for q in data.iter().take(40) {
+            for h in idx.search(q, 10, None, Some(64)).unwrap() {
+                let n: usize = h.id[1..].parse().unwrap();
+                assert_eq!(n % 2, 1);
+            }
+        }
+        let f = Filter::vector(&Input::Map(vec![(
+            "thread_id".into(),
+            Input::Str("t1".into()),
+        )]))
+        .unwrap();
+        let removed = idx.remove_where(f.as_ref().unwrap());
+        assert_eq!(removed.len(), 100);
+        assert!(idx
+            .search(&data[1], 10, f.as_ref(), None)
+            .unwrap()
+            .is_empty());
+    }
+}

@@ -1,0 +1,370 @@
+//! The index file, and the only place the core touches the filesystem.
+//!
+//! Layout, all little-endian:
+//! `magic (8) | version u32 | dim u32 | metric u8 | m u32 | ef_construction u32 | seed u64 |
+//! rng u64 | slots u64 | generation u64 | entry u32`, then per-slot arrays — vectors (f32),
+//! levels (u8), level-0 links, upper links, tombstones (u8), ids, metadata records — and a
+//! checksum of everything before it. Saves go to a temporary file renamed over the old one.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use crate::distance::Metric;
+use crate::error::{CoreError, Result};
+use crate::filter::{Record, Value};
+use crate::hnsw::{Graph, Params};
+use crate::index::VectorIndex;
+
+const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Writes `index` to `path` atomically, tagged with the database `generation` it reflects.
+pub fn save(index: &VectorIndex, path: &Path, generation: u64) -> Result<()> {
+    let bytes = encode(index, generation);
+    let tmp = path.with_extension(format!(
+        "{}tmp",
+        path.extension()
+            .map(|e| format!("{}.", e.to_string_lossy()))
+            .unwrap_or_default()
+    ));
+    let io = |e: std::io::Error| CoreError::Io(format!("cannot write {}: {e}", path.display()));
+    let mut file = fs::File::create(&tmp).map_err(io)?;
+    file.write_all(&bytes).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    drop(file);
+    fs::rename(&tmp, path).map_err(io)?;
+    Ok(())
+}
+
+/// Reads an index file back; anything truncated, foreign or of another version is
+/// `IndexCorrupt`. Returns the index and the generation it was saved with.
+pub fn load(path: &Path) -> Result<(VectorIndex, u64)> {
+    let bytes = fs::read(path)
+        .map_err(|e| CoreError::Io(format!("cannot read {}: {e}", path.display())))?;
+    decode(&bytes)
+}
+
+fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
+    let g = &index.graph;
+    let p = g.params();
+    let mut w = Writer(Vec::with_capacity(
+        g.vectors.len() * 4 + g.links0.len() * 4 + 1024,
+    ));
+    w.0.extend_from_slice(MAGIC);
+    w.u32(FORMAT_VERSION);
+    w.u32(p.dim as u32);
+    w.0.push(p.metric.code());
+    w.u32(p.m as u32);
+    w.u32(p.ef_construction as u32);
+    w.u64(p.seed);
+    w.u64(g.rng);
+    w.u64(g.slots() as u64);
+    w.u64(generation);
+    w.u32(g.entry);
+    g.vectors
+        .iter()
+        .for_each(|x| w.0.extend_from_slice(&x.to_le_bytes()));
+    w.0.extend_from_slice(&g.levels);
+    g.links0.iter().for_each(|&x| w.u32(x));
+    g.upper
+        .iter()
+        .flat_map(|u| u.iter())
+        .for_each(|&x| w.u32(x));
+    w.0.extend(g.deleted.iter().map(|&d| d as u8));
+    index.ids.iter().for_each(|id| w.str(id));
+    for record in &index.records {
+        w.u32(record.len() as u32);
+        for (key, value) in record.iter() {
+            w.str(key);
+            w.value(value);
+        }
+    }
+    let sum = checksum(&w.0);
+    w.u64(sum);
+    w.0
+}
+
+fn decode(bytes: &[u8]) -> Result<(VectorIndex, u64)> {
+    if bytes.len() < MAGIC.len() + 8 || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(corrupt("not a threadrecall index file"));
+    }
+    let (body, tail) = bytes.split_at(bytes.len() - 8);
+    let mut r = Reader {
+        bytes: body,
+        at: MAGIC.len(),
+    };
+    let version = r.u32()?;
+    if version != FORMAT_VERSION {
+        return Err(corrupt(&format!(
+            "format version {version}, expected {FORMAT_VERSION}"
+        )));
+    }
+    if u64::from_le_bytes(tail.try_into().unwrap_or_default()) != checksum(body) {
+        return Err(corrupt("checksum mismatch"));
+    }
+    let dim = r.u32()? as usize;
+    let metric = Metric::from_code(r.u8()?).ok_or_else(|| corrupt("unknown metric"))?;
+    let m = r.u32()? as usize;
+    let ef_construction = r.u32()? as usize;
+    let seed = r.u64()?;
+    let params = Params::new(dim, metric, m, ef_construction, seed)
+        .map_err(|_| corrupt("bad parameters"))?;
+    let rng = r.u64()?;
+    let slots = usize::try_from(r.u64()?).map_err(|_| corrupt("bad count"))?;
+    let generation = r.u64()?;
+    let entry = r.u32()?;
+    let vectors = r.f32s(slots.checked_mul(dim).ok_or_else(|| corrupt("bad count"))?)?;
+    let levels = r.take(slots)?.to_vec();
+    let links0 = r.u32s(slots * (2 * m + 1))?;
+    let mut upper = Vec::with_capacity(slots);
+    for &level in &levels {
+        upper.push(r.u32s(level as usize * (m + 1))?.into_boxed_slice());
+    }
+    let deleted: Vec<bool> = r.take(slots)?.iter().map(|&b| b != 0).collect();
+    let mut ids = Vec::with_capacity(slots);
+    for _ in 0..slots {
+        ids.push(r.str()?);
+    }
+    let mut records: Vec<Record> = Vec::with_capacity(slots);
+    for _ in 0..slots {
+        let mut record = Record::new();
+        for _ in 0..r.u32()? {
+            let key = r.str()?;
+            record.set(&key, r.value()?);
+        }
+        records.push(record);
+    }
+    if r.at != body.len() {
+        return Err(corrupt("trailing bytes"));
+    }
+    let graph = Graph::from_parts(params, rng, vectors, levels, links0, upper, deleted, entry);
+    graph.validate().map_err(|e| corrupt(&e))?;
+    Ok((VectorIndex::from_graph(graph, ids, records), generation))
+}
+
+fn corrupt(why: &str) -> CoreError {
+    CoreError::IndexCorrupt(why.to_string())
+}
+
+/// FNV-1a over 8-byte words: cheap, and enough to notice a damaged file.
+fn checksum(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        h = (h ^ u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .wrapping_mul(0x0100_0000_01b3);
+    }
+    for &b in chunks.remainder() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^ bytes.len() as u64
+}
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u32(&mut self, x: u32) {
+        self.0.extend_from_slice(&x.to_le_bytes());
+    }
+    fn u64(&mut self, x: u64) {
+        self.0.extend_from_slice(&x.to_le_bytes());
+    }
+    fn str(&mut self, s: &str) {
+        self.u32(s.len() as u32);
+        self.0.extend_from_slice(s.as_bytes());
+    }
+    fn value(&mut self, v: &Value) {
+        match v {
+            Value::Null => self.0.push(0),
+            Value::Bool(b) => self.0.extend_from_slice(&[1, *b as u8]),
+            Value::Int(i) => {
+                self.0.push(2);
+                self.0.extend_from_slice(&i.to_le_bytes());
+            }
+            Value::Float(f) => {
+                self.0.push(3);
+                self.0.extend_from_slice(&f.to_le_bytes());
+            }
+            Value::Str(s) => {
+                self.0.push(4);
+                self.str(s);
+            }
+            Value::Other => self.0.push(5),
+        }
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| corrupt("truncated"))?;
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().unwrap_or_default(),
+        ))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().unwrap_or_default(),
+        ))
+    }
+    fn u32s(&mut self, n: usize) -> Result<Vec<u32>> {
+        let raw = self.take(n.checked_mul(4).ok_or_else(|| corrupt("bad count"))?)?;
+        Ok(raw
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
+    fn f32s(&mut self, n: usize) -> Result<Vec<f32>> {
+        let raw = self.take(n.checked_mul(4).ok_or_else(|| corrupt("bad count"))?)?;
+        Ok(raw
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
+    fn str(&mut self) -> Result<Box<str>> {
+        let n = self.u32()? as usize;
+        let raw = self.take(n)?;
+        std::str::from_utf8(raw)
+            .map(Into::into)
+            .map_err(|_| corrupt("bad text"))
+    }
+    fn value(&mut self) -> Result<Value> {
+        Ok(match self.u8()? {
+            0 => Value::Null,
+            1 => Value::Bool(self.u8()? != 0),
+            2 => Value::Int(i64::from_le_bytes(
+                self.take(8)?.try_into().unwrap_or_default(),
+            )),
+            3 => Value::Float(f64::from_le_bytes(
+                self.take(8)?.try_into().unwrap_or_default(),
+            )),
+            4 => Value::Str(self.str()?),
+            5 => Value::Other,
+            _ => return Err(corrupt("bad value tag")),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::{Filter, Input};
+    use crate::hnsw::tests::clustered;
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("threadrecall-persist-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        dir.join(name)
+    }
+
+    fn sample() -> (VectorIndex, Vec<Vec<f32>>) {
+        // seed 31
+        let data = clustered(31, 700, 12, 7);
+        let mut idx = VectorIndex::new(12, Metric::Euclidean, 8, 60, 5).unwrap();
+        let ids = (0..700).map(|i| format!("id-{i}")).collect();
+        let flat: Vec<f32> = data.iter().flatten().copied().collect();
+        let metas = (0..700)
+            .map(|i| {
+                Input::Map(vec![
+                    ("thread_id".into(), Input::Str(format!("t{}", i % 9))),
+                    ("score".into(), Input::Float(i as f64 / 3.0)),
+                    ("flag".into(), Input::Bool(i % 2 == 0)),
+                    ("none".into(), Input::Null),
+                    ("nested".into(), Input::List(vec![])),
+                ])
+            })
+            .collect();
+        idx.add(ids, &flat, metas).unwrap();
+        idx.remove(&["id-5".to_string(), "id-6".to_string()]);
+        (idx, data)
+    }
+
+    #[test]
+    fn save_then_load_gives_identical_results() {
+        let (idx, data) = sample();
+        let path = temp("a.hnsw");
+        save(&idx, &path, 42).unwrap();
+        let (back, generation) = load(&path).unwrap();
+        assert_eq!(generation, 42);
+        assert_eq!(back.len(), idx.len());
+        let f = Filter::vector(&Input::Map(vec![("flag".into(), Input::Bool(true))])).unwrap();
+        for q in data.iter().step_by(37) {
+            assert_eq!(
+                back.search(q, 10, None, Some(32)).unwrap(),
+                idx.search(q, 10, None, Some(32)).unwrap()
+            );
+            assert_eq!(
+                back.search(q, 5, f.as_ref(), None).unwrap(),
+                idx.search(q, 5, f.as_ref(), None).unwrap()
+            );
+        }
+        assert!(!back.contains("id-5"));
+        // A loaded graph keeps drawing the same levels as the original.
+        let (mut a, mut b) = (idx, back);
+        a.add(vec!["x".into()], &data[1], vec![Input::Null])
+            .unwrap();
+        b.add(vec!["x".into()], &data[1], vec![Input::Null])
+            .unwrap();
+        assert_eq!(a.graph.levels, b.graph.levels);
+        assert_eq!(a.graph.links0, b.graph.links0);
+    }
+
+    #[test]
+    fn truncated_foreign_or_other_version_files_are_corrupt() {
+        let (idx, _) = sample();
+        let path = temp("b.hnsw");
+        save(&idx, &path, 1).unwrap();
+        let good = fs::read(&path).unwrap();
+        let cases: Vec<Vec<u8>> = vec![
+            good[..good.len() / 2].to_vec(),
+            good[..10].to_vec(),
+            Vec::new(),
+            b"PAR1 definitely not an index".to_vec(),
+            {
+                let mut v = good.clone();
+                v[8] = 99; // version
+                v
+            },
+            {
+                let mut v = good.clone();
+                let mid = v.len() / 2;
+                v[mid] ^= 0xff; // damaged body
+                v
+            },
+        ];
+        for (i, bytes) in cases.into_iter().enumerate() {
+            fs::write(&path, bytes).unwrap();
+            assert!(
+                matches!(load(&path), Err(CoreError::IndexCorrupt(_))),
+                "case {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_index_round_trips_and_missing_file_is_an_io_error() {
+        let idx = VectorIndex::new(3, Metric::Cosine, 16, 200, 0).unwrap();
+        let path = temp("c.hnsw");
+        save(&idx, &path, 0).unwrap();
+        let (back, _) = load(&path).unwrap();
+        assert!(back.is_empty());
+        assert!(matches!(load(&temp("missing.hnsw")), Err(CoreError::Io(_))));
+    }
+}

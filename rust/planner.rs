@@ -1,0 +1,411 @@
+//! Per query: exact scan of the allowed vectors, or a filtered graph search — and the exact
+//! scan itself. Also owns the per-value slot lists of `thread_id` and `resource_id`, kept up
+//! to date on insert and delete, which make a thread's or resource's exact scan touch only its
+//! own vectors.
+
+use std::collections::{BinaryHeap, HashMap};
+
+use crate::filter::{Filter, Record, Value};
+use crate::hnsw::Near;
+use crate::index::VectorIndex;
+
+/// Metadata keys whose values get slot lists.
+pub const POSTED_KEYS: [&str; 2] = ["thread_id", "resource_id"];
+/// At or under this many allowed vectors, an exact scan beats the graph (and is exact).
+pub const EXACT_MAX: usize = 4096;
+/// Slots read to estimate how many vectors an arbitrary filter allows.
+pub const SAMPLE_SIZE: usize = 1024;
+/// Search breadth when the caller gives none.
+pub const EF_DEFAULT: usize = 48;
+/// Upper bound on the breadth after raising it for a selective filter.
+pub const EF_MAX: usize = 2048;
+
+/// The slots holding one value of a posted key; may include tombstones, purged when they
+/// reach half the list.
+#[derive(Default, Debug)]
+struct SlotList {
+    slots: Vec<u32>,
+    live: usize,
+}
+
+/// Per posted key, value → slots.
+#[derive(Default, Debug)]
+pub struct Postings {
+    lists: [HashMap<Box<str>, SlotList>; POSTED_KEYS.len()],
+}
+
+impl Postings {
+    pub fn add(&mut self, slot: u32, record: &Record) {
+        for (key, map) in POSTED_KEYS.iter().zip(self.lists.iter_mut()) {
+            if let Some(Value::Str(v)) = record.get(key) {
+                let list = map.entry(v.clone()).or_default();
+                list.slots.push(slot);
+                list.live += 1;
+            }
+        }
+    }
+
+    /// Forgets a slot that `is_deleted` now reports as deleted.
+    pub fn remove(&mut self, record: &Record, is_deleted: impl Fn(u32) -> bool) {
+        for (key, map) in POSTED_KEYS.iter().zip(self.lists.iter_mut()) {
+            if let Some(Value::Str(v)) = record.get(key) {
+                if let Some(list) = map.get_mut(v) {
+                    list.live -= 1;
+                    if list.live == 0 {
+                        map.remove(v);
+                    } else if list.live * 2 < list.slots.len() {
+                        list.slots.retain(|&s| !is_deleted(s));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The slot lists that hold every vector `filter` can allow, through its most selective
+    /// pinned posted key; `None` when no posted key is pinned to string values.
+    fn candidates(&self, filter: &Filter) -> Option<Vec<&[u32]>> {
+        self.candidates_for(filter).map(|(lists, _)| lists)
+    }
+
+    /// [`Postings::candidates`], also saying whether the lists are exactly what the filter
+    /// allows (the filter is nothing but that one `$eq`/`$in`), so no record need be read.
+    fn candidates_for(&self, filter: &Filter) -> Option<(Vec<&[u32]>, bool)> {
+        let mut best: Option<(usize, Vec<&[u32]>, bool)> = None;
+        for (key, values) in filter.pinned() {
+            let Some(k) = POSTED_KEYS.iter().position(|p| *p == key) else {
+                continue;
+            };
+            // Only string values are posted, so a key pinned to anything else cannot be used.
+            let strings: Option<Vec<&str>> = values
+                .iter()
+                .map(|v| match v {
+                    Value::Str(s) => Some(&**s),
+                    _ => None,
+                })
+                .collect();
+            let Some(mut strings) = strings else {
+                continue;
+            };
+            strings.sort_unstable();
+            strings.dedup();
+            let lists: Vec<&[u32]> = strings
+                .iter()
+                .filter_map(|s| self.lists[k].get(*s))
+                .map(|l| l.slots.as_slice())
+                .collect();
+            let total = lists.iter().map(|l| l.len()).sum();
+            if best.as_ref().is_none_or(|(t, _, _)| total < *t) {
+                let whole = matches!(filter, Filter::Eq(k, _) | Filter::In(k, _) if **k == *key);
+                best = Some((total, lists, whole));
+            }
+        }
+        best.map(|(_, lists, whole)| (lists, whole))
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.lists
+            .iter()
+            .flat_map(|m| m.iter())
+            .map(|(k, l)| k.len() + 64 + l.slots.capacity() * 4)
+            .sum()
+    }
+}
+
+/// What the planner chose for one query (exposed for tests and benches).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// Scan exactly the vectors in the posted slot lists.
+    ExactPosted,
+    /// Scan every vector, keeping those the filter allows.
+    ExactAll,
+    /// Graph search with this breadth.
+    Graph { ef: usize },
+}
+
+/// Decides how to answer one query, read top to bottom.
+pub fn plan(index: &VectorIndex, k: usize, filter: Option<&Filter>, ef: Option<usize>) -> Plan {
+    let live = index.len();
+    let base_ef = ef.unwrap_or(EF_DEFAULT).max(k);
+    let Some(filter) = filter else {
+        // No filter: small indexes are scanned, large ones searched.
+        return if live <= EXACT_MAX {
+            Plan::ExactAll
+        } else {
+            Plan::Graph { ef: base_ef }
+        };
+    };
+    // A pinned thread or resource: its slot list is an exact upper bound on what passes.
+    if let Some(lists) = index.postings.candidates(filter) {
+        let allowed: usize = lists.iter().map(|l| l.len()).sum();
+        if allowed <= EXACT_MAX {
+            return Plan::ExactPosted;
+        }
+        return Plan::Graph {
+            ef: raised_ef(base_ef, allowed, live),
+        };
+    }
+    if live <= EXACT_MAX {
+        return Plan::ExactAll;
+    }
+    // Any other filter: estimate from an even sample of slots.
+    let allowed = estimate(index, filter);
+    if allowed <= EXACT_MAX {
+        return Plan::ExactAll;
+    }
+    Plan::Graph {
+        ef: raised_ef(base_ef, allowed, live),
+    }
+}
+
+/// The breadth grows as the allowed fraction shrinks: a search that may collect only one
+/// vector in `1/s` needs a wider beam to find `ef` of them without losing recall.
+fn raised_ef(base: usize, allowed: usize, live: usize) -> usize {
+    let selectivity = (allowed as f64 / live.max(1) as f64).clamp(1e-6, 1.0);
+    ((base as f64 / selectivity.sqrt()) as usize).clamp(base, EF_MAX.max(base))
+}
+
+/// How many live vectors `filter` allows, estimated from an evenly spaced sample.
+fn estimate(index: &VectorIndex, filter: &Filter) -> usize {
+    let slots = index.graph.slots();
+    let step = (slots / SAMPLE_SIZE).max(1);
+    let (mut seen, mut passed) = (0usize, 0usize);
+    for slot in (0..slots).step_by(step) {
+        if index.graph.is_deleted(slot as u32) {
+            continue;
+        }
+        seen += 1;
+        passed += filter.matches(&index.records[slot]) as usize;
+    }
+    if seen == 0 {
+        return 0;
+    }
+    passed * index.len() / seen
+}
+
+/// The `k` closest vectors passing `filter` (query already prepared), closest first.
+pub fn search(
+    index: &VectorIndex,
+    query: &[f32],
+    k: usize,
+    filter: Option<&Filter>,
+    ef: Option<usize>,
+) -> Vec<Near> {
+    search_traced(index, query, k, filter, ef).0
+}
+
+/// [`search`], also saying whether a graph search fell back to the exact scan.
+fn search_traced(
+    index: &VectorIndex,
+    query: &[f32],
+    k: usize,
+    filter: Option<&Filter>,
+    ef: Option<usize>,
+) -> (Vec<Near>, bool) {
+    if k == 0 || index.is_empty() {
+        return (Vec::new(), false);
+    }
+    match plan(index, k, filter, ef) {
+        Plan::ExactPosted | Plan::ExactAll => {
+            (exact(index, query, k, allowed_slots(index, filter)), false)
+        }
+        Plan::Graph { ef } => {
+            let found = match filter {
+                None => index.graph.search(query, k, ef, |_| true),
+                Some(f) => index
+                    .graph
+                    .search(query, k, ef, |s| f.matches(&index.records[s as usize])),
+            };
+            // The graph may come back short when few vectors pass; the exact scan cannot.
+            if found.len() < k && found.len() < index.len() {
+                (exact(index, query, k, allowed_slots(index, filter)), true)
+            } else {
+                (found, false)
+            }
+        }
+    }
+}
+
+/// Every live slot `filter` allows, read from the posted lists when it pins a thread or resource.
+pub fn allowed_slots(index: &VectorIndex, filter: Option<&Filter>) -> Vec<u32> {
+    let g = &index.graph;
+    let passes =
+        |s: u32| !g.is_deleted(s) && filter.is_none_or(|f| f.matches(&index.records[s as usize]));
+    match filter.and_then(|f| index.postings.candidates(f)) {
+        Some(lists) => lists
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&s| passes(s))
+            .collect(),
+        None => (0..g.slots() as u32).filter(|&s| passes(s)).collect(),
+    }
+}
+
+/// The exact `k` closest of `slots` (query already prepared), closest first.
+pub fn exact(index: &VectorIndex, query: &[f32], k: usize, slots: Vec<u32>) -> Vec<Near> {
+    let g = &index.graph;
+    let metric = g.params().metric;
+    let mut heap: BinaryHeap<Near> = BinaryHeap::with_capacity(k + 1);
+    for slot in slots {
+        let near = Near {
+            dist: metric.distance(query, g.vector(slot)),
+            slot,
+        };
+        if heap.len() < k {
+            heap.push(near);
+        } else if heap.peek().is_some_and(|w| near < *w) {
+            heap.pop();
+            heap.push(near);
+        }
+    }
+    heap.into_sorted_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distance::Metric;
+    use crate::filter::Input;
+    use crate::hnsw::tests::clustered;
+
+    fn s(x: &str) -> Input {
+        Input::Str(x.into())
+    }
+
+    fn map(entries: Vec<(&str, Input)>) -> Input {
+        Input::Map(
+            entries
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        )
+    }
+
+    fn filter(input: Input) -> Filter {
+        Filter::vector(&input).unwrap().unwrap()
+    }
+
+    /// `n` vectors; thread t0 holds every 500th, resource r{i%4}, `bucket` = i % 100, `seven` = i % 7.
+    fn index(n: usize) -> (VectorIndex, Vec<Vec<f32>>) {
+        // seed 21 for data, graph seed 3
+        let data = clustered(21, n, 24, 40);
+        let mut idx = VectorIndex::new(24, Metric::Cosine, 12, 80, 3).unwrap();
+        let ids = (0..n).map(|i| format!("v{i}")).collect();
+        let flat: Vec<f32> = data.iter().flatten().copied().collect();
+        let metas = (0..n)
+            .map(|i| {
+                let thread = if i % 500 == 0 {
+                    "t0".to_string()
+                } else {
+                    format!("t{}", 1 + i % 7)
+                };
+                map(vec![
+                    ("thread_id", s(&thread)),
+                    ("resource_id", s(&format!("r{}", i % 4))),
+                    ("bucket", Input::Int((i % 100) as i64)),
+                    ("seven", Input::Int((i % 7) as i64)),
+                ])
+            })
+            .collect();
+        idx.add(ids, &flat, metas).unwrap();
+        (idx, data)
+    }
+
+    fn ids(found: &[Near], idx: &VectorIndex) -> Vec<String> {
+        found
+            .iter()
+            .map(|n| idx.ids[n.slot as usize].to_string())
+            .collect()
+    }
+
+    #[test]
+    fn small_thread_takes_the_exact_posted_path() {
+        let (idx, _) = index(6000);
+        let f = filter(map(vec![("thread_id", s("t0"))]));
+        assert_eq!(plan(&idx, 10, Some(&f), None), Plan::ExactPosted);
+        let f = filter(map(vec![(
+            "$and",
+            Input::List(vec![
+                map(vec![("resource_id", s("r0"))]),
+                map(vec![("thread_id", s("t0"))]),
+            ]),
+        )]));
+        assert_eq!(plan(&idx, 10, Some(&f), None), Plan::ExactPosted);
+    }
+
+    #[test]
+    fn large_resource_takes_the_graph_with_raised_ef() {
+        let (idx, _) = index(20000);
+        let f = filter(map(vec![("resource_id", s("r1"))]));
+        let Plan::Graph { ef } = plan(&idx, 10, Some(&f), None) else {
+            panic!("expected the graph")
+        };
+        assert!(ef > EF_DEFAULT);
+        assert_eq!(plan(&idx, 10, None, None), Plan::Graph { ef: EF_DEFAULT });
+    }
+
+    #[test]
+    fn rare_unposted_filter_takes_the_exact_scan() {
+        let (idx, _) = index(6000);
+        let f = filter(map(vec![("bucket", map(vec![("$lt", Input::Int(2))]))]));
+        assert_eq!(plan(&idx, 10, Some(&f), None), Plan::ExactAll);
+        let common = filter(map(vec![("bucket", map(vec![("$lt", Input::Int(90))]))]));
+        assert!(matches!(
+            plan(&idx, 10, Some(&common), None),
+            Plan::Graph { .. }
+        ));
+    }
+
+    #[test]
+    fn small_index_is_scanned() {
+        let (idx, _) = index(1000);
+        assert_eq!(plan(&idx, 10, None, None), Plan::ExactAll);
+    }
+
+    #[test]
+    fn graph_falls_back_to_exact_when_it_finds_fewer_than_k() {
+        // Every sampled slot has seven == 0, so the estimate is "all" and the graph is chosen,
+        // but only one vector in seven passes: fewer than k, so the exact scan answers.
+        let (idx, data) = index(8000);
+        let f = filter(map(vec![("seven", Input::Int(0))]));
+        assert!(matches!(
+            plan(&idx, 2000, Some(&f), None),
+            Plan::Graph { .. }
+        ));
+        let mut q = data[0].clone();
+        Metric::Cosine.prepare(&mut q);
+        let (found, fell_back) = search_traced(&idx, &q, 2000, Some(&f), None);
+        assert!(fell_back);
+        let truth = exact(&idx, &q, 2000, allowed_slots(&idx, Some(&f)));
+        assert_eq!(found.len(), 8000 / 7 + 1);
+        assert_eq!(ids(&found, &idx), ids(&truth, &idx));
+    }
+
+    #[test]
+    fn filtered_results_equal_the_exact_filtered_top_k() {
+        let (idx, data) = index(6000);
+        let filters = [
+            map(vec![("thread_id", s("t0"))]),
+            map(vec![(
+                "thread_id",
+                map(vec![("$in", Input::List(vec![s("t0"), s("t3")]))]),
+            )]),
+            map(vec![
+                ("resource_id", s("r2")),
+                ("bucket", map(vec![("$gte", Input::Int(97))])),
+            ]),
+            map(vec![("bucket", Input::Int(7))]),
+            map(vec![("thread_id", s("nobody"))]),
+        ];
+        for input in filters {
+            let f = filter(input);
+            for q in data.iter().step_by(301).take(10) {
+                let mut q = q.clone();
+                Metric::Cosine.prepare(&mut q);
+                let got = search(&idx, &q, 10, Some(&f), None);
+                let want = exact(&idx, &q, 10, allowed_slots(&idx, Some(&f)));
+                assert_eq!(ids(&got, &idx), ids(&want, &idx));
+            }
+        }
+    }
+}

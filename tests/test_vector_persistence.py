@@ -1,0 +1,140 @@
+"""The index file is a cache: reopen, catch-up, rebuild, and crashes lose nothing acknowledged."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from threadrecall.vector import HnswVectorStore
+
+DIM = 8
+
+
+def unit(seed: int, n: int) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def answers(store: HnswVectorStore, queries: np.ndarray) -> list:
+    out = []
+    for q in queries:
+        out.append([(r.id, round(r.score, 5)) for r in store.query("docs", q, top_k=5)])
+        out.append([r.id for r in store.query("docs", q, top_k=5, filter={"thread_id": "t1"})])
+    return out
+
+
+def build(path, n=500, seed=3) -> tuple[list, np.ndarray]:
+    queries = unit(seed + 100, 8)
+    with HnswVectorStore(path) as store:
+        store.create_index("docs", DIM)
+        data = unit(seed, n)
+        for start in range(0, n, 100):
+            store.upsert(
+                "docs",
+                data[start : start + 100],
+                ids=[f"v{i}" for i in range(start, start + 100)],
+                metadata=[{"thread_id": f"t{i % 3}"} for i in range(start, start + 100)],
+            )
+        store.delete_vectors("docs", ids=["v7", "v8"])
+        before = answers(store, queries)
+    return before, queries
+
+
+def test_reopen_loads_the_saved_file(tmp_path):
+    db = tmp_path / "m.duckdb"
+    before, queries = build(db)
+    assert (tmp_path / "m.duckdb.docs.hnsw").exists()
+    with HnswVectorStore(db) as store:
+        assert answers(store, queries) == before
+
+
+def test_deleted_file_is_rebuilt_with_identical_results(tmp_path):
+    db = tmp_path / "m.duckdb"
+    before, queries = build(db)
+    (tmp_path / "m.duckdb.docs.hnsw").unlink()
+    with HnswVectorStore(db) as store:
+        assert answers(store, queries) == before
+    assert (tmp_path / "m.duckdb.docs.hnsw").exists()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty"])
+def test_corrupt_file_is_rebuilt(tmp_path, damage):
+    db = tmp_path / "m.duckdb"
+    before, queries = build(db)
+    f = tmp_path / "m.duckdb.docs.hnsw"
+    raw = f.read_bytes()
+    f.write_bytes({"truncate": raw[: len(raw) // 3], "garbage": b"\x00junk" * 50, "empty": b""}[damage])
+    with HnswVectorStore(db) as store:
+        assert answers(store, queries) == before
+
+
+def test_lagging_file_is_caught_up(tmp_path):
+    db = tmp_path / "m.duckdb"
+    build(db)
+    stale = (tmp_path / "m.duckdb.docs.hnsw").read_bytes()
+    extra = unit(9, 5)
+    with HnswVectorStore(db) as store:
+        store.upsert("docs", extra, ids=[f"new{i}" for i in range(5)], metadata=[{"thread_id": "t1"}] * 5)
+        store.delete_vectors("docs", ids=["v10"])
+        store.delete_vectors("docs", filter={"thread_id": "t2"})
+        want = answers(store, unit(103, 8))
+        (tmp_path / "m.duckdb.docs.hnsw").write_bytes(stale)  # as if the last save never ran
+        store._loaded.clear()  # noqa: SLF001 - simulate a fresh process without closing
+    with HnswVectorStore(db) as store:
+        assert answers(store, unit(103, 8)) == want
+        assert store.query("docs", extra[2], top_k=1)[0].id == "new2"
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from threadrecall.vector import HnswVectorStore
+
+    store = HnswVectorStore(sys.argv[1])
+    store.create_index("docs", {dim})
+    rng = np.random.default_rng(5)  # seed 5
+    batch = 0
+    while True:
+        vecs = rng.standard_normal((10, {dim})).astype(np.float32)
+        ids = [f"b{{batch}}-{{j}}" for j in range(10)]
+        store.upsert("docs", vecs, ids=ids, metadata=[{{"batch": batch}}] * 10)
+        np.save(f"{{sys.argv[1]}}.{{batch}}.npy", vecs)
+        print(batch, flush=True)
+        if batch == 5:
+            store.flush()  # an index file that will lag behind the database
+        batch += 1
+    """
+).format(dim=DIM)
+
+
+def test_sigkill_mid_upsert_loses_no_acknowledged_vector(tmp_path):
+    db = tmp_path / "crash.duckdb"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(db)], stdout=subprocess.PIPE, text=True
+    )
+    acked = -1
+    while acked < 40:
+        line = child.stdout.readline()
+        assert line, "the writer died on its own"
+        acked = int(line)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    with HnswVectorStore(db) as store:
+        count = store.describe_index("docs").count
+        assert count % 10 == 0, "a batch landed half-written"
+        assert count >= 10 * (acked + 1)
+        for batch in range(acked + 1):
+            vecs = np.load(f"{db}.{batch}.npy")
+            for j, v in enumerate(vecs):
+                (hit,) = store.query("docs", v, top_k=1)
+                assert hit.id == f"b{batch}-{j}"
+                assert hit.metadata == {"batch": batch}
+        per_batch = [len(store.query("docs", vecs[0], top_k=100, filter={"batch": b})) for b in range(count // 10)]
+        assert set(per_batch) == {10}
