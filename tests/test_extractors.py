@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydantic import BaseModel
 from threadrecall.errors import ExtractorError
@@ -249,3 +251,65 @@ def test_dynamic_context_receives_memory():
     summarize_conversation([{"role": "user", "content": "hi"}], ScriptedModel([OBS]),
                            extract=[e], memory=memory)
     assert seen == [memory]
+
+
+# --------------------------------------------------------------------------- schema checks
+
+ADDRESS = {
+    "type": "object",
+    "properties": {
+        "street": {"type": "string", "minLength": 1},
+        "kind": {"enum": ["home", "work"]},
+        "floor": {"type": ["integer", "null"], "minimum": 0},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+        "geo": {"$ref": "#/$defs/Geo"},
+        "id": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+    },
+    "required": ["street"],
+    "additionalProperties": False,
+    "$defs": {"Geo": {"type": "object", "properties": {"lat": {"type": "number"}},
+                      "required": ["lat"]}},
+}
+
+
+@pytest.mark.parametrize("value, problem", [
+    ({"street": "Main"}, None),
+    ({"street": "Main", "kind": "home", "floor": None, "tags": ["a"], "geo": {"lat": 1.5},
+      "id": 7}, None),
+    ({}, "missing required property 'street'"),
+    ({"street": ""}, "shorter than 1"),
+    ({"street": "x", "kind": "boat"}, "is not one of"),
+    ({"street": "x", "floor": -1}, "violates minimum"),
+    ({"street": "x", "floor": 1.5}, "expected integer or null"),
+    ({"street": "x", "floor": True}, "expected integer or null"),
+    ({"street": "x", "tags": ["a", "b", "c"]}, "more than 2 items"),
+    ({"street": "x", "tags": [1]}, "value.tags[0]: expected string"),
+    ({"street": "x", "geo": {}}, "value.geo: missing required property 'lat'"),
+    ({"street": "x", "id": [1]}, "does not match any"),
+    ({"street": "x", "color": "red"}, "value.color: not allowed"),
+    ("Main street", "expected object"),
+])
+def test_json_schema_checks(value, problem):
+    from threadrecall.value_schema import SchemaMismatch, ValueSchema
+
+    schema = ValueSchema(ADDRESS)
+    if problem is None:
+        assert schema.validate(value) == value
+    else:
+        with pytest.raises(SchemaMismatch, match=re.escape(problem)):
+            schema.validate(value)
+
+
+def test_pydantic_schemas_return_models_and_dump_json():
+    from threadrecall.value_schema import SchemaMismatch, ValueSchema
+
+    class Point(BaseModel):
+        x: int
+        y: int = 0
+
+    schema = ValueSchema(Point)
+    assert schema.is_model and schema.validate({"x": "3"}) == Point(x=3)
+    assert schema.dump(Point(x=3)) == {"x": 3, "y": 0}
+    with pytest.raises(SchemaMismatch, match="x"):
+        schema.validate({"y": 1})
+    assert ValueSchema(list[str]).validate(["a"]) == ["a"]
