@@ -127,8 +127,9 @@ class Memory:
         """Upsert messages by id; ids and times are filled in when absent.
 
         System messages are not stored (they are instructions, not conversation), nor is
-        working-memory data (``<working_memory>`` tags, ``updateWorkingMemory`` tool calls). A message
-        whose thread does not exist creates it when the message names its ``resource_id``.
+        working-memory data (``<working_memory>`` tags, ``updateWorkingMemory`` tool calls).
+        A message whose thread does not exist creates it when the message names its
+        ``resource_id``.
         """
         latest = {m.id: m for m in map(incoming_message, _sequence(messages, "messages")) if m.role != "system"}
         incoming = [m for m in map(strip_working_memory, latest.values()) if m is not None]
@@ -234,24 +235,27 @@ class Memory:
 
     def summarize_thread(self, thread_id: str, model: Any, *, resource_id: str | None = None,
                          last_messages: int | None = None, max_input_tokens: int = 1_000_000,
-                         instructions: str | None = None, extract: Sequence[Extractor] | None = None,
-                         request_context: Any = None, abort_signal: Any = None) -> SummarizeResult:
+                         instructions: str | None = None,
+                         extract: Sequence[Extractor] | None = None, request_context: Any = None,
+                         abort_signal: Any = None) -> SummarizeResult:
         """Summarise a thread's newest messages (within ``last_messages`` and
         ``max_input_tokens``) with ``model``; extracted values go to the result and the
         extractors' hooks. Nothing is stored."""
         messages = load_messages_for_summary(
             self.recall, check_thread_id(thread_id), resource_id=resource_id,
-            last_messages=last_messages, max_input_tokens=max_input_tokens, abort_signal=abort_signal)
+            last_messages=last_messages, max_input_tokens=max_input_tokens,
+            abort_signal=abort_signal)
         return summarize_conversation(
             messages, model, instructions=instructions, extract=extract, thread_id=thread_id,
             resource_id=resource_id, request_context=request_context, abort_signal=abort_signal,
             memory=self)
 
-    async def asummarize_thread(self, thread_id: str, model: Any, *, resource_id: str | None = None,
-                                last_messages: int | None = None, max_input_tokens: int = 1_000_000,
-                                instructions: str | None = None,
+    async def asummarize_thread(self, thread_id: str, model: Any, *,
+                                resource_id: str | None = None, last_messages: int | None = None,
+                                max_input_tokens: int = 1_000_000, instructions: str | None = None,
                                 extract: Sequence[Extractor] | None = None,
-                                request_context: Any = None, abort_signal: Any = None) -> SummarizeResult:
+                                request_context: Any = None,
+                                abort_signal: Any = None) -> SummarizeResult:
         """The async twin of ``summarize_thread``."""
         messages = await asyncio.to_thread(
             load_messages_for_summary, self.recall, check_thread_id(thread_id),
