@@ -318,3 +318,13 @@ def test_saved_messages_lose_their_working_memory_data():
     (recalled,) = memory.recall("t1").messages
     assert recalled.text == "Hello John!"
     assert "<working_memory>" not in str(recalled.content.to_dict())
+
+
+def test_merge_needs_a_transactional_storage(storage):
+    class NoTransactions:
+        def get_thread(self, thread_id):
+            return None
+
+    wm = WorkingMemory(NoTransactions(), {"enabled": True, "schema": Profile})
+    with pytest.raises(ConfigurationError, match="not supported by this storage adapter"):
+        wm.merge("t1", {"name": "A"}, resource_id="r1")

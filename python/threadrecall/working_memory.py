@@ -123,6 +123,10 @@ class WorkingMemory:
                 "merging working memory needs a working_memory.schema (JSON mode); Markdown "
                 "working memory is replaced with update_working_memory")
         patch = _as_object(patch)
+        if not callable(getattr(getattr(self.storage, "db", None), "transaction", None)):
+            raise ConfigurationError(
+                "merging working memory atomically is not supported by this storage adapter "
+                "(it needs storage.db.transaction())")
         with self.storage.db.transaction():
             merged = deep_merge(_stored_object(self._read(thread_id, resource_id)), patch)
             self._write(thread_id, resource_id, json.dumps(merged, ensure_ascii=False))
