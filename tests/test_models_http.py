@@ -300,3 +300,9 @@ def test_summary_with_structured_extractor_over_http(server):
     assert server.requests[0]["body"]["temperature"] == 0.3
     assert "response_format" in server.requests[1]["body"]
     assert "response_format" not in server.requests[2]["body"]
+
+
+def test_error_body_with_status_200_is_reported(server):
+    server.reply(200, {"error": {"message": "model is loading"}})
+    with pytest.raises(ModelError, match="model is loading"):
+        client(server).generate(HELLO)

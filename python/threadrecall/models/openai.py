@@ -204,7 +204,8 @@ class OpenAIChatModel:
             if not isinstance(text, str):
                 raise TypeError("content is not a string")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise ModelError("the server's answer is not a chat completion",
+            detail = _error_text(response)[:300]
+            raise ModelError(f"the server's answer is not a chat completion: {detail}",
                              provider=self.provider, status=response.status_code,
                              hint=f"is {self.url} an OpenAI-compatible endpoint? ({exc})") from None
         usage = payload.get("usage") or {}
