@@ -116,9 +116,9 @@ class Memory:
         """Delete a thread with its messages (a missing thread is not an error)."""
         check_thread_id(thread_id)
         with self.storage.db.transaction():
-            gone = self.storage.thread_messages(thread_id)
+            gone = self.storage.thread_messages(thread_id) if self.index is not None else []
             self.storage.delete_thread(thread_id)
-            if self.index is not None:
+            if gone:
                 self.index.remove(gone)
 
     # ----------------------------------------------------------------------------- messages
@@ -185,9 +185,9 @@ class Memory:
                 raise InvalidArgumentError("All message IDs must be non-empty strings")
             flat.append(item)
         with self.storage.db.transaction():
-            gone = self._stored(flat)
+            gone = self._stored(flat) if self.index is not None else []
             self.storage.delete_messages(flat)
-            if self.index is not None:
+            if gone:
                 self.index.remove(gone)
 
     # ----------------------------------------------------------------------------- recall

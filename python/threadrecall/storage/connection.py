@@ -25,6 +25,8 @@ class Database:
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
             self._conn = duckdb.connect(self.path)
         except duckdb.IOException as exc:
