@@ -74,3 +74,46 @@ def test_no_user_message_means_no_call():
 def test_async_twin():
     assert asyncio.run(agenerate_title(ScriptedModel(["Leaking tap"]), CHAT)) == "Leaking tap"
     assert asyncio.run(agenerate_title(ScriptedModel([ModelError("x")]), CHAT)) is None
+
+
+# ----------------------------------------------------------------------------- through Memory
+
+def test_memory_titles_an_untitled_thread_once(storage):
+    from threadrecall import Memory
+
+    model = ScriptedModel(["<think>short</think> Title: Fixing a leaking kitchen tap"])
+    memory = Memory(storage=storage, options={"generate_title": {"model": model}})
+    memory.create_thread("r1", thread_id="t1")
+    memory.save_messages([{**m, "thread_id": "t1"} for m in CHAT])
+    memory.settle(10)
+    assert memory.get_thread_by_id("t1").title == "Fixing a leaking kitchen tap"
+    memory.save_messages([{"thread_id": "t1", "role": "user", "content": "thanks"}])
+    memory.settle(10)
+    assert len(model.calls) == 1
+
+
+def test_memory_waits_for_enough_user_messages_and_survives_failures(storage):
+    from threadrecall import Memory
+
+    model = ScriptedModel([ModelError("down"), "Plumbing help"])
+    memory = Memory(storage=storage, options={"generate_title": {"model": model, "min_messages": 2}})
+    memory.create_thread("r1", thread_id="t1")
+    memory.save_messages([{"thread_id": "t1", "role": "user", "content": "My tap leaks"}])
+    memory.settle(10)
+    assert model.calls == [] and memory.get_thread_by_id("t1").title == ""
+    memory.save_messages([{"thread_id": "t1", "role": "user", "content": "It drips all night"}])
+    memory.settle(10)
+    assert memory.get_thread_by_id("t1").title == ""  # the failure keeps the old title
+    memory.save_messages([{"thread_id": "t1", "role": "assistant", "content": "Replace the washer"}])
+    memory.settle(10)
+    assert memory.get_thread_by_id("t1").title == "Plumbing help"
+
+
+@pytest.mark.parametrize("value", [True, {"instructions": "x"}, {"model": "openai/x", "colour": 1},
+                                   {"model": ScriptedModel([]), "min_messages": 0}])
+def test_generate_title_config_errors(value):
+    from threadrecall import Memory
+    from threadrecall.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError):
+        Memory(options={"generate_title": value})

@@ -19,6 +19,7 @@ from .errors import (
 from .extractors import Extractor
 from .recall import HistoryQuery, Include, check_paging, check_thread_id, parse_includes, read_history
 from .semantic import MessageIndex
+from .titles import Titler
 from .storage.duckdb import DuckDBStorage, new_id
 from .summarize import (SummarizeResult, asummarize_conversation, load_messages_for_summary,
                         summarize_conversation)
@@ -71,6 +72,7 @@ class Memory:
         self.embedder = embedder
         self.index = None if embedder is None else MessageIndex(
             vector, embedder, index_name=semantic.index_name if semantic else None)
+        self._titler = Titler.from_config(self.options.generate_title)
 
     @property
     def _embeds(self) -> bool:
@@ -144,7 +146,14 @@ class Memory:
             stored = self.storage.save_messages(incoming)
             if embedded is not None:
                 self.index.write(embedded, {m.id: m for m in stored}, threads, replaced)
-            return stored
+        if self._titler is not None:
+            self._titler.schedule(self.storage, [t for t in threads.values() if not t.title])
+        return stored
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait for background work (thread titles) started by earlier calls."""
+        if self._titler is not None:
+            self._titler.settle(timeout)
 
     def update_messages(self, messages: Iterable[Mapping[str, Any] | Message]) -> list[Message]:
         """Partial updates by id: content fields replaced, metadata merged one level deep.

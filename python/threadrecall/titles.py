@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from .effects import ModelCall, Program, run_async, run_sync
+from .errors import ConfigurationError
 from .models.router import resolve_model
 from .summarize import coerce_messages, message_text
 from .types import Message
 
-__all__ = ["DEFAULT_TITLE_INSTRUCTIONS", "MAX_TITLE_CHARS", "generate_title",
+__all__ = ["DEFAULT_TITLE_INSTRUCTIONS", "MAX_TITLE_CHARS", "Titler", "generate_title",
            "agenerate_title", "title_transcript", "clean_title"]
 
 log = logging.getLogger(__name__)
@@ -109,3 +112,64 @@ def _title(model: Any, messages: Iterable[Message | Mapping[str, Any]],
               {"role": "user", "content": f"Conversation:\n{transcript}\n\nTitle:"}]
     generation = yield ModelCall(model, prompt)
     return clean_title(generation.text)
+
+
+class Titler:
+    """Names untitled threads in the background after messages are saved (``generate_title``).
+
+    A thread gets a title once it has ``min_messages`` user messages; a failure is logged and
+    the thread stays untitled, to be tried again after its next save.
+    """
+
+    def __init__(self, model: Any, *, instructions: str | None = None, min_messages: int = 1) -> None:
+        self.model = resolve_model(model)
+        self.instructions = instructions
+        self.min_messages = min_messages
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="threadrecall-titles")
+        self._pending: set[Future[None]] = set()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, value: Any) -> "Titler | None":
+        """From ``MemoryConfig.generate_title``: False, or ``{"model", "instructions"?, "min_messages"?}``."""
+        if not value:
+            return None
+        if not isinstance(value, Mapping) or value.get("model") is None:
+            raise ConfigurationError(
+                "generate_title needs a model: generate_title={'model': 'openai/gpt-5-mini'} "
+                "or a LanguageModel instance"
+            )
+        unknown = set(value) - {"model", "instructions", "min_messages"}
+        if unknown:
+            raise ConfigurationError(f"unknown generate_title option(s): {', '.join(sorted(unknown))}")
+        minimum = value.get("min_messages", 1)
+        if isinstance(minimum, bool) or not isinstance(minimum, int) or minimum < 1:
+            raise ConfigurationError(f"generate_title.min_messages must be a positive integer, got {minimum!r}")
+        return cls(value["model"], instructions=value.get("instructions"), min_messages=minimum)
+
+    def schedule(self, storage: Any, threads: Iterable[Any]) -> None:
+        for thread in threads:
+            future = self._pool.submit(self._name, storage, thread.id)
+            with self._lock:
+                self._pending.add(future)
+            future.add_done_callback(self._done)
+
+    def settle(self, timeout: float | None = None) -> None:
+        with self._lock:
+            pending = list(self._pending)
+        wait(pending, timeout=timeout)
+
+    def _done(self, future: Future[None]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def _name(self, storage: Any, thread_id: str) -> None:
+        thread = storage.get_thread(thread_id)
+        if thread is None or thread.title:
+            return
+        first = storage.thread_messages(thread_id)[:TRANSCRIPT_MESSAGES * 4]
+        if sum(m.role == "user" for m in first) < self.min_messages:
+            return
+        title = generate_title(self.model, first, instructions=self.instructions)
+        if title and not (storage.get_thread(thread_id) or thread).title:
+            storage.update_thread(thread_id, title=title)
