@@ -47,10 +47,14 @@ class Database:
     def in_memory(self) -> bool:
         return self.path == ":memory:"
 
+    def in_transaction(self) -> bool:
+        """Whether the calling thread has a write transaction open."""
+        return self._writer is not None and self._owner == threading.get_ident()
+
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's read cursor (inside a transaction: the transaction's connection)."""
-        if self._writer is not None and self._owner == threading.get_ident():
-            return self._writer
+        if self.in_transaction():
+            return self._writer  # type: ignore[return-value]
         cur = getattr(self._local, "cursor", None)
         if cur is None:
             cur = self._local.cursor = self._conn.cursor()
