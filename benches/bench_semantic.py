@@ -18,7 +18,7 @@ from threadrecall.cli import import_messages
 from threadrecall.embedders import HashEmbedder
 from threadrecall.storage import DuckDBStorage
 
-from conftest import conversation
+from conftest import conversation, cycle
 
 THREADS = 10_000
 QUERIES = [f"what did we say about {t} and item {i}" for t in ("billing", "support", "travel", "books", "food")
@@ -45,20 +45,12 @@ def _calls(threads, n=500, seed=11):
     return [(f"t{t}", f"r{t % 100}", rng.choice(QUERIES)) for t in (rng.randrange(threads) for _ in range(n))]
 
 
-def _cycle(items):
-    state = {"i": 0}
-
-    def nxt():
-        state["i"] = (state["i"] + 1) % len(items)
-        return items[state["i"]]
-    return nxt
-
 
 @pytest.mark.benchmark(group="semantic-recall")
 @pytest.mark.parametrize("scope", ["thread", "resource"])
 def test_semantic_recall(benchmark, store, scope):
     memory, threads = store
-    nxt = _cycle(_calls(threads))
+    nxt = cycle(_calls(threads))
     config = {"semantic_recall": {"scope": scope}}
 
     def run():
