@@ -15,7 +15,7 @@ from threadrecall import Memory
 from threadrecall.cli import import_messages
 from threadrecall.storage import DuckDBStorage
 
-from conftest import conversation
+from conftest import conversation, cycle
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +31,6 @@ def _threads(count, n=1000, seed=1):
     rng = random.Random(seed)
     return [f"t{rng.randrange(count)}" for _ in range(n)]
 
-
-def _cycle(items):
-    state = {"i": 0}
-
-    def nxt():
-        state["i"] = (state["i"] + 1) % len(items)
-        return items[state["i"]]
-    return nxt
 
 
 LAST_20 = """SELECT id, thread_id, resource_id, role, type, content, metadata, created_at FROM messages
@@ -63,7 +55,7 @@ WINDOW = """SELECT * FROM (SELECT id, thread_id, resource_id, role, type, conten
 @pytest.mark.benchmark(group="last-20")
 def test_last_20_threadrecall(benchmark, store):
     memory, threads = store
-    nxt = _cycle(_threads(threads))
+    nxt = cycle(_threads(threads))
     result = benchmark(lambda: memory.recall(nxt(), per_page=20))
     assert len(result.messages) == min(20, 100)
 
@@ -71,7 +63,7 @@ def test_last_20_threadrecall(benchmark, store):
 @pytest.mark.benchmark(group="last-20")
 def test_last_20_duckdb_sql(benchmark, store):
     memory, threads = store
-    nxt = _cycle(_threads(threads))
+    nxt = cycle(_threads(threads))
     cur = memory.storage.db.cursor()
     rows = benchmark(lambda: cur.execute(LAST_20, [nxt()]).fetchall())
     assert len(rows) == 20
@@ -80,7 +72,7 @@ def test_last_20_duckdb_sql(benchmark, store):
 @pytest.mark.benchmark(group="page-50")
 def test_page_threadrecall(benchmark, store):
     memory, threads = store
-    nxt = _cycle(_threads(threads))
+    nxt = cycle(_threads(threads))
     result = benchmark(lambda: memory.recall(nxt(), per_page=50, page=1))
     assert len(result.messages) == 50
 
@@ -88,7 +80,7 @@ def test_page_threadrecall(benchmark, store):
 @pytest.mark.benchmark(group="page-50")
 def test_page_duckdb_sql(benchmark, store):
     memory, threads = store
-    nxt = _cycle(_threads(threads))
+    nxt = cycle(_threads(threads))
     cur = memory.storage.db.cursor()
     assert len(benchmark(lambda: cur.execute(PAGE, [nxt()]).fetchall())) == 50
 
@@ -96,7 +88,7 @@ def test_page_duckdb_sql(benchmark, store):
 @pytest.mark.benchmark(group="metadata-filter")
 def test_metadata_filter_threadrecall(benchmark, store):
     memory, threads = store
-    nxt = _cycle(_threads(threads))
+    nxt = cycle(_threads(threads))
     flt = {"metadata": {"topic": "billing"}}
     result = benchmark(lambda: memory.recall(nxt(), per_page=20, filter=flt))
     assert all(m.metadata["topic"] == "billing" for m in result.messages)
@@ -105,7 +97,7 @@ def test_metadata_filter_threadrecall(benchmark, store):
 @pytest.mark.benchmark(group="metadata-filter")
 def test_metadata_filter_duckdb_sql(benchmark, store):
     memory, threads = store
-    nxt = _cycle(_threads(threads))
+    nxt = cycle(_threads(threads))
     cur = memory.storage.db.cursor()
     benchmark(lambda: cur.execute(BY_META, [nxt()]).fetchall())
 
@@ -118,7 +110,7 @@ def _include_sets(size, n=200, seed=3):
 @pytest.mark.benchmark(group="5-includes-pm2")
 def test_includes_threadrecall(benchmark, store, bench_size):
     memory, threads = store
-    nxt = _cycle(_include_sets(bench_size))
+    nxt = cycle(_include_sets(bench_size))
     result = benchmark(lambda: memory.recall("t0", per_page=0, include=[
         {"id": i, "with_previous_messages": 2, "with_next_messages": 2} for i in nxt()]))
     assert 5 <= len(result.messages) <= 25
@@ -127,6 +119,6 @@ def test_includes_threadrecall(benchmark, store, bench_size):
 @pytest.mark.benchmark(group="5-includes-pm2")
 def test_includes_duckdb_sql(benchmark, store, bench_size):
     memory, threads = store
-    nxt = _cycle(_include_sets(bench_size))
+    nxt = cycle(_include_sets(bench_size))
     cur = memory.storage.db.cursor()
     benchmark(lambda: [cur.execute(WINDOW, [i]).fetchall() for i in nxt()])

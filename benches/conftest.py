@@ -42,3 +42,13 @@ def conversation(count, *, threads=None, resources=100, seed=7):
             "created_at": T0 + timedelta(seconds=i),
             "metadata": {"topic": rng.choice(topics), "priority": rng.randrange(1, 4)},
         }
+
+
+def cycle(items):
+    """A function returning the next of ``items`` on each call, round and round."""
+    state = {"i": 0}
+
+    def nxt():
+        state["i"] = (state["i"] + 1) % len(items)
+        return items[state["i"]]
+    return nxt

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from threadrecall.errors import FilterTypeError, InvalidFilterError
-from threadrecall.storage.thread_filter import matches_thread_filter
+
+from oracles import metadata_matches
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([2**60 + 1, 2**60, -(2**63), 2**64 + 5, int(1e300)]),
@@ -29,7 +30,7 @@ def test_sql_matches_the_python_rule(memory, threads, where):
     for i, meta in enumerate(threads):
         memory.create_thread("r", thread_id=f"t{i}", metadata=meta)
     got = {t.id for t in memory.list_threads(metadata=where, per_page=False).threads}
-    want = {f"t{i}" for i, meta in enumerate(threads) if matches_thread_filter(meta, where)}
+    want = {f"t{i}" for i, meta in enumerate(threads) if metadata_matches(meta, where)}
     assert got == want
 
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from threadrecall._core import Timeline
 
-from timeline_oracle import OracleTimeline
+from oracles import OracleTimeline
 
 THREADS = ["t1", "t2", "t3"]
 RESOURCES = [None, "r1", "r2"]

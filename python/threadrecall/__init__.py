@@ -3,6 +3,8 @@
 from . import errors
 from .memory import Memory
 from .config import MemoryConfig, SemanticRecallConfig, WorkingMemoryConfig
+from .extractors import Extractor
+from .summarize import SummarizeResult, asummarize_conversation, summarize_conversation
 from .types import Message, MessageContent, QueryResult, RecallResult, Resource, Thread, ThreadPage
 
 __all__ = [
@@ -18,4 +20,8 @@ __all__ = [
     "Resource",
     "Thread",
     "ThreadPage",
+    "Extractor",
+    "SummarizeResult",
+    "summarize_conversation",
+    "asummarize_conversation",
 ]

@@ -60,12 +60,14 @@ def _show(title: str, messages: Sequence[Message], extra: str = "") -> None:
 
 def demo(db: Path) -> None:
     """Import the bundled sample conversation into a DuckDB file and recall from it."""
-    if db.exists():
-        db.unlink()
-    memory = Memory(storage=DuckDBStorage(db))
+    for stale in db.parent.glob(db.name + "*"):
+        stale.unlink()
+    embedder = default_embedder()
+    memory = Memory(storage=DuckDBStorage(db), embedder=embedder,
+                    options={"semantic_recall": {"top_k": 2, "message_range": 1}})
     count = import_messages(memory, read_jsonl(sample_lines()), progress=False)
     threads = memory.list_threads(per_page=False)
-    print(f"Stored {count} messages in {threads.total} threads in {db}")
+    print(f"Stored {count} messages in {threads.total} threads in {db} (embedded with {embedder.model_id})")
 
     last = memory.recall("trip-planning", resource_id="alice", per_page=4)
     _show("Last 4 messages of trip-planning", last.messages,
@@ -80,7 +82,23 @@ def demo(db: Path) -> None:
     context = memory.recall("book-club", per_page=0, include=[
         {"id": "trip-planning-06", "with_previous_messages": 1, "with_next_messages": 1}])
     _show("trip-planning-06 with one message either side", context.messages)
+    query = "what will we eat, given my partner's diet?"
+    similar = memory.recall("laptop-support", resource_id="alice", per_page=0, vector_search_string=query)
+    _show(f'Semantic recall across alice\'s threads for "{query}"', similar.messages)
+    memory.vector.close()
     memory.storage.close()
+
+
+def default_embedder() -> Any:
+    """The offline MiniLM model when its extra is installed, else the hash embedder."""
+    from .embedders import HashEmbedder, LocalEmbedder
+
+    try:
+        local = LocalEmbedder()
+        local.embed(["warm up"])
+        return local
+    except ThreadRecallError:
+        return HashEmbedder()
 
 
 def _recall(args: argparse.Namespace) -> None:

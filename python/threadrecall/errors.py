@@ -19,6 +19,7 @@ __all__ = [
     "InvalidArgumentError",
     "IndexNotFoundError",
     "ModelError",
+    "AbortedError",
 ]
 
 
@@ -85,3 +86,10 @@ class ModelError(ThreadRecallError):
         self.provider = provider
         self.status = status
         self.hint = hint
+
+
+class AbortedError(ThreadRecallError):
+    """The caller's abort signal was set; the operation stopped."""
+
+    def __init__(self, message: str = "The operation was aborted.") -> None:
+        super().__init__(message)

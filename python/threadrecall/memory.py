@@ -16,11 +16,16 @@ from .errors import (
     ResourceMismatchError,
     ThreadNotFoundError,
 )
+from .extractors import Extractor
 from .hybrid import ranked_ids
 from .recall import HistoryQuery, Include, check_paging, check_thread_id, parse_includes, read_history
 from .semantic import MessageIndex
+from .titles import Titler
 from .storage.duckdb import DuckDBStorage, new_id
+from .summarize import (SummarizeResult, asummarize_conversation, load_messages_for_summary,
+                        summarize_conversation)
 from .types import ROLES, Message, MessageContent, RecallResult, Thread, ThreadPage, parse_time
+from .working_memory import WorkingMemory, strip_working_memory
 
 __all__ = ["Memory", "incoming_message"]
 
@@ -68,6 +73,7 @@ class Memory:
         self.embedder = embedder
         self.index = None if embedder is None else MessageIndex(
             vector, embedder, index_name=semantic.index_name if semantic else None)
+        self._titler = Titler.from_config(self.options.generate_title)
 
     @property
     def _embeds(self) -> bool:
@@ -113,9 +119,9 @@ class Memory:
         """Delete a thread with its messages (a missing thread is not an error)."""
         check_thread_id(thread_id)
         with self.storage.db.transaction():
-            gone = self.storage.thread_messages(thread_id)
+            gone = self.storage.thread_messages(thread_id) if self.index is not None else []
             self.storage.delete_thread(thread_id)
-            if self.index is not None:
+            if gone:
                 self.index.remove(gone)
 
     # ----------------------------------------------------------------------------- messages
@@ -123,11 +129,13 @@ class Memory:
     def save_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
         """Upsert messages by id; ids and times are filled in when absent.
 
-        System messages are not stored (they are instructions, not conversation). A message
-        whose thread does not exist creates it when the message names its ``resource_id``.
+        System messages are not stored (they are instructions, not conversation), nor is
+        working-memory data (``<working_memory>`` tags, ``updateWorkingMemory`` tool calls).
+        A message whose thread does not exist creates it when the message names its
+        ``resource_id``.
         """
         latest = {m.id: m for m in map(incoming_message, _sequence(messages, "messages")) if m.role != "system"}
-        incoming = list(latest.values())
+        incoming = [m for m in map(strip_working_memory, latest.values()) if m is not None]
         embedded = self.index.prepare(incoming) if self._embeds else None
         with self.storage.db.transaction():
             threads = self._ensure_threads(incoming)
@@ -139,7 +147,14 @@ class Memory:
             stored = self.storage.save_messages(incoming)
             if embedded is not None:
                 self.index.write(embedded, {m.id: m for m in stored}, threads, replaced)
-            return stored
+        if self._titler is not None:
+            self._titler.schedule(self.storage, [t for t in threads.values() if not t.title])
+        return stored
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait for background work (thread titles) started by earlier calls."""
+        if self._titler is not None:
+            self._titler.settle(timeout)
 
     def update_messages(self, messages: Iterable[Mapping[str, Any] | Message]) -> list[Message]:
         """Partial updates by id: content fields replaced, metadata merged one level deep.
@@ -181,9 +196,9 @@ class Memory:
                 raise InvalidArgumentError("All message IDs must be non-empty strings")
             flat.append(item)
         with self.storage.db.transaction():
-            gone = self._stored(flat)
+            gone = self._stored(flat) if self.index is not None else []
             self.storage.delete_messages(flat)
-            if self.index is not None:
+            if gone:
                 self.index.remove(gone)
 
     # ----------------------------------------------------------------------------- recall
@@ -226,6 +241,66 @@ class Memory:
             after_id=after_id, before_id=before_id,
         )
         return read_history(self.storage, query, includes)
+
+    # ----------------------------------------------------------------------------- summaries
+
+    def summarize_thread(self, thread_id: str, model: Any, *, resource_id: str | None = None,
+                         last_messages: int | None = None, max_input_tokens: int = 1_000_000,
+                         instructions: str | None = None,
+                         extract: Sequence[Extractor] | None = None, request_context: Any = None,
+                         abort_signal: Any = None) -> SummarizeResult:
+        """Summarise a thread's newest messages (within ``last_messages`` and
+        ``max_input_tokens``) with ``model``; extracted values go to the result and the
+        extractors' hooks. Nothing is stored."""
+        messages = load_messages_for_summary(
+            self.recall, check_thread_id(thread_id), resource_id=resource_id,
+            last_messages=last_messages, max_input_tokens=max_input_tokens,
+            abort_signal=abort_signal)
+        return summarize_conversation(
+            messages, model, instructions=instructions, extract=extract, thread_id=thread_id,
+            resource_id=resource_id, request_context=request_context, abort_signal=abort_signal,
+            memory=self)
+
+    async def asummarize_thread(self, thread_id: str, model: Any, *,
+                                resource_id: str | None = None, last_messages: int | None = None,
+                                max_input_tokens: int = 1_000_000, instructions: str | None = None,
+                                extract: Sequence[Extractor] | None = None,
+                                request_context: Any = None,
+                                abort_signal: Any = None) -> SummarizeResult:
+        """The async twin of ``summarize_thread``."""
+        messages = await asyncio.to_thread(
+            load_messages_for_summary, self.recall, check_thread_id(thread_id),
+            resource_id=resource_id, last_messages=last_messages,
+            max_input_tokens=max_input_tokens, abort_signal=abort_signal)
+        return await asummarize_conversation(
+            messages, model, instructions=instructions, extract=extract, thread_id=thread_id,
+            resource_id=resource_id, request_context=request_context, abort_signal=abort_signal,
+            memory=self)
+
+    # ----------------------------------------------------------------------------- working memory
+
+    @functools.cached_property
+    def working_memory(self) -> WorkingMemory:
+        """The working memory of this instance (its config is ``options.working_memory``)."""
+        return WorkingMemory(self.storage, self.options.working_memory)
+
+    def get_working_memory(self, thread_id: str, *, resource_id: str | None = None) -> str | None:
+        """The stored working memory (None when empty)."""
+        return self.working_memory.get(thread_id, resource_id=resource_id)
+
+    def update_working_memory(self, thread_id: str, working_memory: str, *,
+                              resource_id: str | None = None) -> None:
+        """Replace the working memory."""
+        self.working_memory.update(thread_id, working_memory, resource_id=resource_id)
+
+    def merge_working_memory(self, thread_id: str, patch: Mapping[str, Any], *,
+                             resource_id: str | None = None) -> dict[str, Any]:
+        """Deep-merge ``patch`` into schema-mode working memory, atomically; returns the result."""
+        return self.working_memory.merge(thread_id, patch, resource_id=resource_id)
+
+    def get_working_memory_template(self) -> dict[str, str] | None:
+        """``{"format": "markdown"|"json", "content": ...}``, or None when disabled."""
+        return self.working_memory.template()
 
     # ----------------------------------------------------------------------------- internals
 
@@ -278,6 +353,10 @@ class Memory:
     aupdate_messages = _twin(update_messages)
     adelete_messages = _twin(delete_messages)
     arecall = _twin(recall)
+    aget_working_memory = _twin(get_working_memory)
+    aupdate_working_memory = _twin(update_working_memory)
+    amerge_working_memory = _twin(merge_working_memory)
+    aget_working_memory_template = _twin(get_working_memory_template)
 
 
 def incoming_message(value: Message | Mapping[str, Any], *, thread_id: str | None = None,

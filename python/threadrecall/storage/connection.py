@@ -25,6 +25,8 @@ class Database:
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
             self._conn = duckdb.connect(self.path)
         except duckdb.IOException as exc:
@@ -45,10 +47,14 @@ class Database:
     def in_memory(self) -> bool:
         return self.path == ":memory:"
 
+    def in_transaction(self) -> bool:
+        """Whether the calling thread has a write transaction open."""
+        return self._writer is not None and self._owner == threading.get_ident()
+
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's read cursor (inside a transaction: the transaction's connection)."""
-        if self._writer is not None and self._owner == threading.get_ident():
-            return self._writer
+        if self.in_transaction():
+            return self._writer  # type: ignore[return-value]
         cur = getattr(self._local, "cursor", None)
         if cur is None:
             cur = self._local.cursor = self._conn.cursor()

@@ -22,6 +22,7 @@ from .. import _core
 from ..errors import InvalidArgumentError, ThreadNotFoundError
 from ..types import Message, MessageContent, Resource, Thread, ThreadPage, dumps, search_text, to_utc
 from .connection import Database
+from .thread_cache import ThreadCache
 from .thread_filter import thread_filter_sql, validate_thread_filter
 
 __all__ = ["DuckDBStorage", "MessageRow"]
@@ -117,6 +118,7 @@ class DuckDBStorage:
         self.db = Database(path)
         self.db.migrate("memory", MIGRATIONS)
         self.timeline = _core.Timeline()
+        self._threads = ThreadCache()
         self._seq = 0
         self._load_timeline()
         self._lexical: _core.LexicalIndex | None = None
@@ -131,20 +133,29 @@ class DuckDBStorage:
     # ----------------------------------------------------------------------------- threads
 
     def get_thread(self, thread_id: str) -> Thread | None:
-        row = self.db.fetch_one(
-            "SELECT id, resource_id, title, metadata, created_at, updated_at FROM threads WHERE id = ?",
-            [thread_id],
-        )
-        return _thread(row) if row else None
+        return self.get_threads([thread_id]).get(thread_id)
 
     def get_threads(self, thread_ids: Iterable[str]) -> dict[str, Thread]:
-        """The existing threads among ``thread_ids``, by id, in one query."""
-        rows = self.db.cursor().execute(
-            "SELECT id, resource_id, title, metadata, created_at, updated_at FROM threads "
-            "WHERE id IN (SELECT unnest(?))",
-            [list(dict.fromkeys(thread_ids))],
-        ).fetchall()
-        return {row[0]: _thread(row) for row in rows}
+        """The existing threads among ``thread_ids``, by id (cached, else one query)."""
+        found: dict[str, Thread] = {}
+        missing = []
+        for thread_id in dict.fromkeys(thread_ids):
+            thread = self._threads.get(thread_id)
+            if thread is None:
+                missing.append(thread_id)
+            else:
+                found[thread_id] = thread
+        if missing:
+            rows = self.db.cursor().execute(
+                "SELECT id, resource_id, title, metadata, created_at, updated_at FROM threads "
+                "WHERE id IN (SELECT unnest(?))",
+                [missing],
+            ).fetchall()
+            loaded = [_thread(row) for row in rows]
+            if not self.db.in_transaction():
+                self._threads.put(loaded)
+            found.update((t.id, t) for t in loaded)
+        return found
 
     def save_thread(self, thread: Thread) -> Thread:
         """Insert or replace a thread (an existing thread keeps its ``created_at``)."""
@@ -177,6 +188,7 @@ class DuckDBStorage:
                 ).fetchall()
             finally:
                 tx.unregister("incoming_threads")
+            self._forget_threads(row[0] for row in rows)
         return {row[0]: _thread(row) for row in rows}
 
     def update_thread(self, thread_id: str, *, title: str | None = None,
@@ -197,7 +209,8 @@ class DuckDBStorage:
         with self.db.transaction() as tx:
             tx.execute("DELETE FROM messages WHERE thread_id = ?", [thread_id])
             tx.execute("DELETE FROM threads WHERE id = ?", [thread_id])
-            self.db.on_commit(lambda: self._forget_thread(thread_id))
+            self._forget_threads([thread_id])
+            self.db.on_commit(lambda: self._unmirror_thread(thread_id))
 
     def list_threads(self, *, resource_id: str | None = None, metadata: Any = None, page: int = 0,
                      per_page: int | bool = 100, order_by: Mapping[str, str] | None = None) -> ThreadPage:
@@ -318,7 +331,7 @@ class DuckDBStorage:
         with self.db.transaction() as tx:
             tx.execute("DELETE FROM messages WHERE id IN (SELECT unnest(?))", [gone])
             self._touch_threads(tx, {t for _, t in found})
-            self.db.on_commit(lambda: self._forget(gone))
+            self.db.on_commit(lambda: self._unmirror(gone))
         return gone
 
     # ----------------------------------------------------------------------------- lexical index
@@ -343,12 +356,12 @@ class DuckDBStorage:
             index.upsert(cols["id"], cols["thread_id"], cols["resource_id"], texts)
         return index
 
-    def _forget(self, ids: list[str]) -> None:
+    def _unmirror(self, ids: list[str]) -> None:
         self.timeline.remove(ids)
         if self._lexical is not None:
             self._lexical.remove(ids)
 
-    def _forget_thread(self, thread_id: str) -> None:
+    def _unmirror_thread(self, thread_id: str) -> None:
         self.timeline.remove_thread(thread_id)
         if self._lexical is not None:
             self._lexical.remove_thread(thread_id)
@@ -358,6 +371,13 @@ class DuckDBStorage:
             "UPDATE threads SET updated_at = ? WHERE id IN (SELECT unnest(?))",
             [_now(), sorted(thread_ids)],
         )
+        self._forget_threads(thread_ids)
+
+    def _forget_threads(self, thread_ids: Iterable[str]) -> None:
+        """Drop changed threads from the cache now and again once the change commits."""
+        ids = list(thread_ids)
+        self._threads.drop(ids)
+        self.db.on_commit(lambda: self._threads.drop(ids))
 
     def _mirror(self, messages: Sequence[Message], seqs: Sequence[int], payloads: list[str]) -> None:
         self.timeline.upsert(

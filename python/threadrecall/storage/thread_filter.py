@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from ..errors import FilterTypeError, InvalidFilterError
 
-__all__ = ["validate_thread_filter", "thread_filter_sql", "matches_thread_filter"]
+__all__ = ["validate_thread_filter", "thread_filter_sql"]
 
 _KEY = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _RESERVED = frozenset({"__proto__", "prototype", "constructor"})
@@ -47,7 +47,7 @@ def validate_thread_filter(metadata: Any) -> dict[str, Any]:
 
 
 def thread_filter_sql(metadata: Mapping[str, Any], column: str = "metadata") -> tuple[str, list[Any]]:
-    """An SQL predicate (and its parameters) equivalent to ``matches_thread_filter``."""
+    """An SQL predicate (and its parameters) for a validated filter."""
     clauses: list[str] = []
     params: list[Any] = []
     for key, value in metadata.items():
@@ -85,20 +85,6 @@ def _number_sql(column: str, path: str, value: int | float, params: list[Any]) -
         options.append(f"({real_literal} AND json_extract({column}, {path})::DOUBLE = ?)")
         params.append(float(value))
     return "(" + " OR ".join(options) + ")" if options else "FALSE"
-
-
-def matches_thread_filter(stored: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
-    """The rule in plain Python (the oracle the SQL is tested against)."""
-    for key, want in metadata.items():
-        if key not in stored:
-            return False
-        have = stored[key]
-        if want is None or isinstance(want, (bool, str)):
-            if type(have) is not type(want) or have != want:
-                return False
-        elif isinstance(have, bool) or not isinstance(have, (int, float)) or have != want:
-            return False
-    return True
 
 
 def _is_scalar(value: Any) -> bool:

@@ -1,4 +1,4 @@
-"""A plain-Python model of the core's Timeline, written for clarity only: the test oracle."""
+"""Plain-Python models written for clarity only: the oracles the fast paths are tested against."""
 
 from __future__ import annotations
 

@@ -1,0 +1,76 @@
+"""Semantic recall end to end, and ingest with embedding, on one store.
+
+Run: ``pytest benches/bench_semantic.py --benchmark-only -o addopts="" [--bench-size 1m]``.
+The store has ``size`` messages over 10,000 threads of 100 resources, embedded with the
+384-d ``HashEmbedder``. Query embeddings are warmed into the embedding cache first, so the
+timings cover the vector search, the context expansion and building the result, not the model.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from threadrecall import Memory
+from threadrecall.cli import import_messages
+from threadrecall.embedders import HashEmbedder
+from threadrecall.storage import DuckDBStorage
+
+from conftest import conversation, cycle
+
+THREADS = 10_000
+QUERIES = [f"what did we say about {t} and item {i}" for t in ("billing", "support", "travel", "books", "food")
+           for i in range(0, 1000, 25)]
+
+
+@pytest.fixture(scope="module")
+def store(bench_size, tmp_path_factory):
+    path = tmp_path_factory.mktemp("semantic") / "bench.duckdb"
+    memory = Memory(storage=DuckDBStorage(path), embedder=HashEmbedder(dim=384),
+                    options={"semantic_recall": {"top_k": 4, "message_range": 1}})
+    started = time.perf_counter()
+    import_messages(memory, conversation(bench_size, threads=min(THREADS, bench_size // 10)),
+                    total=bench_size, batch=1000)
+    rate = bench_size / (time.perf_counter() - started)
+    print(f"\ningested {bench_size} messages with embeddings at {rate:,.0f} messages/s")
+    memory.index.embedder.embed(QUERIES)  # warm the query embeddings
+    yield memory, min(THREADS, bench_size // 10)
+    memory.storage.close()
+
+
+def _calls(threads, n=500, seed=11):
+    rng = random.Random(seed)
+    return [(f"t{t}", f"r{t % 100}", rng.choice(QUERIES)) for t in (rng.randrange(threads) for _ in range(n))]
+
+
+
+@pytest.mark.benchmark(group="semantic-recall")
+@pytest.mark.parametrize("scope", ["thread", "resource"])
+def test_semantic_recall(benchmark, store, scope):
+    memory, threads = store
+    nxt = cycle(_calls(threads))
+    config = {"semantic_recall": {"scope": scope}}
+
+    def run():
+        thread_id, resource_id, query = nxt()
+        return memory.recall(thread_id, resource_id=resource_id, per_page=0, vector_search_string=query,
+                             thread_config=config)
+
+    result = benchmark(run)
+    assert 1 <= len(result.messages) <= 12
+
+
+@pytest.mark.benchmark(group="ingest")
+def test_ingest_batches_of_1000(benchmark, tmp_path):
+    memory = Memory(storage=DuckDBStorage(tmp_path / "ingest.duckdb"), embedder=HashEmbedder(dim=384),
+                    options={"semantic_recall": True})
+    batches = iter([[{**r, "id": f"b{s}-{r['id']}"} for r in conversation(1000, threads=100, seed=s)]
+                    for s in range(50)])
+
+    def batch():
+        return memory.save_messages(next(batches))
+
+    saved = benchmark.pedantic(batch, rounds=20, iterations=1)
+    assert len(saved) == 1000

@@ -1,0 +1,42 @@
+"""A bounded LRU of committed threads, so ownership checks and lookups skip the database.
+
+Only committed state goes in: entries are dropped when a transaction that changes them
+commits, and nothing read inside an open transaction is cached (it might roll back).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Iterable
+
+from ..types import Thread
+
+__all__ = ["ThreadCache"]
+
+
+class ThreadCache:
+    def __init__(self, capacity: int = 65_536) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[str, Thread] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, thread_id: str) -> Thread | None:
+        with self._lock:
+            thread = self._items.get(thread_id)
+            if thread is not None:
+                self._items.move_to_end(thread_id)
+            return thread
+
+    def put(self, threads: Iterable[Thread]) -> None:
+        with self._lock:
+            for thread in threads:
+                self._items[thread.id] = thread
+                self._items.move_to_end(thread.id)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def drop(self, thread_ids: Iterable[str]) -> None:
+        with self._lock:
+            for thread_id in thread_ids:
+                self._items.pop(thread_id, None)
