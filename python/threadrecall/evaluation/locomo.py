@@ -250,13 +250,18 @@ def markdown_table(scores: Sequence[Score]) -> str:
 def run(path: str | Path, *, conversations: int | None = None, modes: Sequence[str] = ("vector",),
         ks: Sequence[int] = (5, 10, 25), ranges: Sequence[int] = (0, 1), form: str = DEFAULT_FORM,
         embedder: Any = None, progress: bool = True) -> dict[str, Any]:
-    """Load, store and evaluate; returns the JSON report (with its markdown table)."""
-    if embedder is None:
+    """Load, store and evaluate; returns the JSON report (with its markdown table).
+
+    ``embedder`` defaults to ``LocalEmbedder``; none is used when every mode is lexical.
+    """
+    lexical_only = all(mode == "lexical" for mode in modes)
+    if embedder is None and not lexical_only:
         from ..embedders import LocalEmbedder
 
         embedder = LocalEmbedder()
     data = load(path)[:conversations]
-    memory = Memory(embedder=embedder, options={"last_messages": False, "semantic_recall": True})
+    semantic = {"mode": "lexical"} if embedder is None else True
+    memory = Memory(embedder=embedder, options={"last_messages": False, "semantic_recall": semantic})
     started = time.perf_counter()
     turns = sum(store(memory, c, form) for c in data)
     stored = time.perf_counter() - started
@@ -265,8 +270,10 @@ def run(path: str | Path, *, conversations: int | None = None, modes: Sequence[s
         "dataset": str(path),
         "conversations": [c.sample_id for c in data],
         "turns": turns,
+        "questions": sum(len(c.questions) for c in data),
+        "questions_without_evidence": sum(not q.evidence for c in data for q in c.questions),
         "text_form": form,
-        "embedder": getattr(embedder, "model_id", type(embedder).__name__),
+        "embedder": getattr(embedder, "model_id", type(embedder).__name__) if embedder else "none",
         "store_seconds": round(stored, 1),
         "evaluate_seconds": round(time.perf_counter() - started - stored, 1),
         "results": [s.to_dict() for s in scores],
