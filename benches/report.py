@@ -349,20 +349,23 @@ UPKEEP_BATCH = 1_000
 
 
 def lexical_upkeep(size: Size) -> tuple[Timing, Timing]:
-    """Per-batch save latency of two fresh stores, the second keeping a lexical index."""
+    """Per-batch save latency of two fresh stores, the second keeping a lexical index; batches
+    alternate between the two so drift in the machine's load hits both alike."""
     n = max(UPKEEP_BATCH * 10, size.messages // 2)
     rows = list(fixtures.conversation(n))
     batches = [rows[i:i + UPKEEP_BATCH] for i in range(0, n, UPKEEP_BATCH)]
-    timings = []
-    for keep_index in tqdm((False, True), desc="saves with/without the lexical index", file=sys.stderr,
-                           leave=False):
-        memory = Memory()
-        if keep_index:
-            memory.storage.lexical()
-        _, t = measure(memory.save_messages, batches, warmup=0)
-        timings.append(t)
-        memory.storage.close()
-    return timings[0], timings[1]
+    plain, indexed = Memory(), Memory()
+    indexed.storage.lexical()
+    seconds = np.empty((len(batches), 2))
+    for i, batch in enumerate(tqdm(batches, desc="saves with/without the lexical index", file=sys.stderr,
+                                   leave=False)):
+        for j, memory in enumerate((plain, indexed) if i % 2 else (indexed, plain)):
+            start = time.perf_counter()
+            memory.save_messages(batch)
+            seconds[i, j if i % 2 else 1 - j] = time.perf_counter() - start
+    plain.storage.close()
+    indexed.storage.close()
+    return Timing(seconds[:, 0]), Timing(seconds[:, 1])
 
 
 def plots(out: Path, curves: dict[str, list[tuple[float, float]]], timings: dict[str, Timing]) -> list[str]:
