@@ -464,6 +464,10 @@ impl PyVectorIndex {
             }
             .into());
         }
+        if rows != ids.len() {
+            let text = format!("{} ids but {rows} vectors", ids.len());
+            return Err(CoreError::InvalidArgument(text).into());
+        }
         let flat = contiguous(&vectors)?;
         let metadata = metadata
             .iter()
