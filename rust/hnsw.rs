@@ -480,7 +480,8 @@ impl Graph {
         true
     }
 
-    /// Puts the visited-list pool back after the graph was assembled from parts.
+    /// A graph from its saved arrays (see `persist`), with a fresh visited-list pool.
+    #[allow(clippy::too_many_arguments)] // one argument per saved array
     pub(crate) fn from_parts(
         params: Params,
         rng: u64,

@@ -122,7 +122,7 @@ impl VectorIndex {
     pub fn check_batch(&self, ids: &[String], vectors: &[f32], metadata: &[Input]) -> Result<()> {
         let dim = self.dim();
         if vectors.len() != ids.len() * dim {
-            if !ids.is_empty() && vectors.len() % ids.len() == 0 {
+            if !ids.is_empty() && vectors.len().is_multiple_of(ids.len()) {
                 self.check_dim(vectors.len() / ids.len())?;
             }
             return Err(CoreError::InvalidArgument(format!(
