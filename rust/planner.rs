@@ -257,8 +257,15 @@ pub fn allowed_slots(index: &VectorIndex, filter: Option<&Filter>) -> Vec<u32> {
     let g = &index.graph;
     let passes =
         |s: u32| !g.is_deleted(s) && filter.is_none_or(|f| f.matches(&index.records[s as usize]));
-    match filter.and_then(|f| index.postings.candidates(f)) {
-        Some(lists) => lists
+    match filter.and_then(|f| index.postings.candidates_for(f)) {
+        // The lists are exactly what the filter allows: no record need be read.
+        Some((lists, true)) => lists
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&s| !g.is_deleted(s))
+            .collect(),
+        Some((lists, false)) => lists
             .into_iter()
             .flatten()
             .copied()
