@@ -255,7 +255,7 @@ class HnswVectorStore:
             raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
         query = _as_matrix(vector, dimension, single=True)[0]
         loaded = self._load(name)
-        hits = loaded.index.search(query, top_k, filter or None, self.ef_search)
+        hits = loaded.index.search(query, top_k, filter if filter != {} else None, self.ef_search)
         if not hits:
             return []
         columns = "id, metadata, vector" if include_vector else "id, metadata"
