@@ -255,16 +255,12 @@ impl PyTimeline {
             resource_ids.len(),
             created_at.len(),
             seqs.len(),
+            metadata.len(),
+            payloads.len(),
         ];
-        if lengths
-            .iter()
-            .chain([&metadata.len(), &payloads.len()])
-            .any(|&len| len != n)
-        {
-            return Err(CoreError::InvalidArgument(
-                "upsert lists must all have the same length".into(),
-            )
-            .into());
+        if lengths.iter().any(|&len| len != n) {
+            let text = "upsert lists must all have the same length";
+            return Err(CoreError::InvalidArgument(text.into()).into());
         }
         let mut rows = Vec::with_capacity(n);
         for (i, id) in ids.into_iter().enumerate() {
