@@ -45,6 +45,11 @@ class Database:
     def in_memory(self) -> bool:
         return self.path == ":memory:"
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether this thread is inside ``transaction()`` (reads may see uncommitted rows)."""
+        return self._writer is not None and self._owner == threading.get_ident()
+
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's read cursor (inside a transaction: the transaction's connection)."""
         if self._writer is not None and self._owner == threading.get_ident():
