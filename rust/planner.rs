@@ -18,8 +18,10 @@ pub const SAMPLE_SIZE: usize = 1024;
 /// Search breadth without a filter, when the caller gives none.
 pub const EF_DEFAULT: usize = 40;
 /// Search breadth with a filter allowing `WIDE_SELECTIVITY` or more of the vectors, when the
-/// caller gives none: collecting only allowed vectors already widens the walk.
-pub const EF_FILTERED: usize = 20;
+/// caller gives none. Below the unfiltered default because each extra unit of breadth costs
+/// `1/selectivity` more distance computations; 100k x 384 mixture data keeps recall@10 at
+/// 0.99+ with it at 10 % selectivity.
+pub const EF_FILTERED: usize = 32;
 /// The allowed fraction below which a filtered search's breadth starts to grow.
 pub const WIDE_SELECTIVITY: f64 = 0.1;
 /// Upper bound on the breadth after raising it for a selective filter.
@@ -407,7 +409,7 @@ mod tests {
             plan(&idx, 10, Some(&both), Some(30)),
             Plan::Graph { ef: 30 }
         );
-        assert_eq!(filtered_ef(None, 10, 500, 20000), 40); // 2.5 %: twice the breadth
+        assert_eq!(filtered_ef(None, 10, 500, 20000), 2 * EF_FILTERED); // 2.5 %: twice the breadth
         assert_eq!(filtered_ef(None, 50, 500, 20000), 100);
         assert_eq!(plan(&idx, 10, None, None), Plan::Graph { ef: EF_DEFAULT });
     }
@@ -447,6 +449,30 @@ mod tests {
         let truth = exact(&idx, &q, 7000, allowed_slots(&idx, Some(&f)));
         assert_eq!(found.len(), 6000);
         assert_eq!(ids(&found, &idx), ids(&truth, &idx));
+    }
+
+    #[test]
+    fn filtered_graph_search_collects_only_allowed_vectors_and_keeps_recall() {
+        // seed 21 (see `index`); a quarter of the vectors pass, so the graph answers. On these
+        // tight clusters a filtered walk trails an unfiltered one at the same breadth (about
+        // 0.94 against 0.99 at ef 32), hence the lower bar than the unfiltered test's 0.95.
+        let (idx, data) = index(20000);
+        let f = filter(map(vec![("resource_id", s("r1"))]));
+        assert!(matches!(plan(&idx, 10, Some(&f), None), Plan::Graph { .. }));
+        let r1 = Value::Str("r1".into());
+        let mut hits = 0;
+        for q in data.iter().step_by(97).take(100) {
+            let mut q = q.clone();
+            Metric::Cosine.prepare(&mut q);
+            let got = search(&idx, &q, 10, Some(&f), None);
+            assert!(got
+                .iter()
+                .all(|n| idx.records[n.slot as usize].get("resource_id") == Some(&r1)));
+            let want = ids(&exact(&idx, &q, 10, allowed_slots(&idx, Some(&f))), &idx);
+            let got = ids(&got, &idx);
+            hits += want.iter().filter(|w| got.contains(w)).count();
+        }
+        assert!(hits >= 900, "recall {}", hits as f64 / 1000.0);
     }
 
     #[test]
