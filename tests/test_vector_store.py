@@ -130,6 +130,7 @@ def test_index_management(store):
         (lambda s: s.query("docs", [1, 0]), DimensionMismatchError),
         (lambda s: s.upsert("docs", [[1, 0, 0, 0]]), DimensionMismatchError),
         (lambda s: s.query("docs", [1, 0, 0], filter=["a"]), FilterTypeError),
+        (lambda s: s.query("docs", [1, 0, 0], filter=[]), FilterTypeError),
         (lambda s: s.query("docs", [1, 0, 0], filter={"n": {"$bogus": 1}}), InvalidFilterError),
         (lambda s: s.query("docs", [1, 0, 0], top_k=0), InvalidArgumentError),
         (lambda s: s.query("docs", [1, 0, 0], top_k=-3), InvalidArgumentError),
