@@ -172,14 +172,20 @@ impl Graph {
 
     #[inline]
     fn links(&self, slot: u32, level: usize) -> &[u32] {
-        let block = if level == 0 {
+        let block = self.link_block(slot, level);
+        &block[1..1 + block[0] as usize]
+    }
+
+    /// `[count, n1, .., n_cap]` of `slot` at `level`.
+    #[inline]
+    fn link_block(&self, slot: u32, level: usize) -> &[u32] {
+        if level == 0 {
             let w = self.m0() + 1;
             &self.links0[slot as usize * w..(slot as usize + 1) * w]
         } else {
             let w = self.params.m + 1;
             &self.upper[slot as usize][(level - 1) * w..level * w]
-        };
-        &block[1..1 + block[0] as usize]
+        }
     }
 
     fn set_links(&mut self, slot: u32, level: usize, neighbours: &[u32]) {
@@ -224,6 +230,36 @@ impl Graph {
         if let Ok(mut pool) = self.visited_pool.lock() {
             pool.push(v);
         }
+    }
+
+    /// Makes room for `additional` more slots: exactly for a large batch, with the usual
+    /// doubling for small ones (so many small batches stay linear).
+    pub fn reserve(&mut self, additional: usize) {
+        fn grow<T>(v: &mut Vec<T>, more: usize, exact: bool) {
+            if exact {
+                v.reserve_exact(more);
+            } else {
+                v.reserve(more);
+            }
+        }
+        let exact = additional >= self.slots() / 4;
+        let before = self.vectors.as_ptr();
+        grow(&mut self.vectors, additional * self.params.dim, exact);
+        let link_width = self.m0() + 1;
+        grow(&mut self.links0, additional * link_width, exact);
+        grow(&mut self.levels, additional, exact);
+        grow(&mut self.upper, additional, exact);
+        grow(&mut self.deleted, additional, exact);
+        if self.vectors.as_ptr() != before {
+            self.advise_huge_pages();
+        }
+    }
+
+    /// Asks the kernel to back the vector and link arrays with huge pages: a search touches
+    /// vectors all over the array, and 4 KiB pages make nearly every touch a TLB miss.
+    pub(crate) fn advise_huge_pages(&self) {
+        advise_huge_pages(&self.vectors);
+        advise_huge_pages(&self.links0);
     }
 
     /// Prepares (for cosine: normalises) and appends a vector, linking it into the graph.
@@ -373,6 +409,9 @@ impl Graph {
             if c.dist > bound {
                 break;
             }
+            if let Some(Reverse(next)) = candidates.peek() {
+                prefetch(self.link_block(next.slot, level));
+            }
             // Mark the unseen neighbours, start loading their vectors, then measure them.
             fresh.clear();
             fresh.extend(
@@ -441,7 +480,8 @@ impl Graph {
         true
     }
 
-    /// Puts the visited-list pool back after the graph was assembled from parts.
+    /// A graph from its saved arrays (see `persist`), with a fresh visited-list pool.
+    #[allow(clippy::too_many_arguments)] // one argument per saved array
     pub(crate) fn from_parts(
         params: Params,
         rng: u64,
@@ -453,7 +493,7 @@ impl Graph {
         entry: u32,
     ) -> Graph {
         let n_deleted = deleted.iter().filter(|d| **d).count();
-        Graph {
+        let graph = Graph {
             params,
             rng,
             vectors,
@@ -464,7 +504,9 @@ impl Graph {
             n_deleted,
             entry,
             visited_pool: Mutex::new(Vec::new()),
-        }
+        };
+        graph.advise_huge_pages();
+        graph
     }
 
     /// Checks that every link points at a slot and every count fits (used after a load).
@@ -501,15 +543,47 @@ impl Graph {
     }
 }
 
-/// Cache lines of a vector requested ahead of its distance computation.
-const PREFETCH_LINES: usize = 8;
-
+/// Requests every cache line of a vector.
 #[inline(always)]
-fn prefetch(v: &[f32]) {
+pub(crate) fn prefetch_vector(v: &[f32]) {
     #[cfg(target_arch = "x86_64")]
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let lines = (v.len() * 4).div_ceil(64).min(PREFETCH_LINES);
+        for line in (0..v.len()).step_by(16) {
+            _mm_prefetch(v.as_ptr().add(line) as *const i8, _MM_HINT_T0);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = v;
+}
+
+/// Advises huge pages for the whole capacity of `buffer` (best before it is filled).
+#[cfg(target_os = "linux")]
+pub(crate) fn advise_huge_pages<T>(buffer: &Vec<T>) {
+    const HUGE: usize = 2 << 20;
+    let start = buffer.as_ptr() as usize;
+    let end = start + buffer.capacity() * std::mem::size_of::<T>();
+    let (from, to) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+    if to > from {
+        // Advice only: failure leaves ordinary pages, which are correct, just slower.
+        unsafe {
+            libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn advise_huge_pages<T>(_buffer: &Vec<T>) {}
+
+/// Cache lines of a vector requested ahead of its distance computation.
+const PREFETCH_LINES: usize = 2;
+
+#[inline(always)]
+fn prefetch<T>(v: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let lines = std::mem::size_of_val(v).div_ceil(64).min(PREFETCH_LINES);
         for line in 0..lines {
             _mm_prefetch((v.as_ptr() as *const i8).add(line * 64), _MM_HINT_T0);
         }

@@ -16,6 +16,15 @@ const COMPACT_FRACTION: f64 = 0.3;
 /// ...and there are at least this many of them (small indexes are not worth rebuilding).
 const COMPACT_MIN_TOMBSTONES: usize = 256;
 
+/// Estimated resident bytes, by part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryUse {
+    pub vectors: usize,
+    pub graph: usize,
+    pub ids: usize,
+    pub metadata: usize,
+}
+
 /// One search hit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
@@ -113,7 +122,7 @@ impl VectorIndex {
     pub fn check_batch(&self, ids: &[String], vectors: &[f32], metadata: &[Input]) -> Result<()> {
         let dim = self.dim();
         if vectors.len() != ids.len() * dim {
-            if !ids.is_empty() && vectors.len() % ids.len() == 0 {
+            if !ids.is_empty() && vectors.len().is_multiple_of(ids.len()) {
                 self.check_dim(vectors.len() / ids.len())?;
             }
             return Err(CoreError::InvalidArgument(format!(
@@ -143,16 +152,31 @@ impl VectorIndex {
     }
 
     /// Inserts or replaces vectors by id. `vectors` is row-major `(ids.len(), dim)`; each
-    /// metadata entry is a mapping (anything else counts as empty).
+    /// metadata entry is a mapping (anything else counts as empty). A repeated id keeps its
+    /// last occurrence. Within the batch, vectors are stored grouped by resource then thread,
+    /// so the exact scan of one thread reads one run of memory.
     pub fn add(&mut self, ids: Vec<String>, vectors: &[f32], metadata: Vec<Input>) -> Result<()> {
         self.check_batch(&ids, vectors, &metadata)?;
         let dim = self.dim();
-        for (i, (id, meta)) in ids.into_iter().zip(metadata).enumerate() {
+        let mut records: Vec<Record> = metadata.into_iter().map(Record::from_input).collect();
+        let mut last: HashMap<&str, usize> = HashMap::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            last.insert(id, i);
+        }
+        let mut order: Vec<usize> = (0..ids.len())
+            .filter(|&i| last[ids[i].as_str()] == i)
+            .collect();
+        order.sort_by(|&a, &b| {
+            planner::locality_key(&records[a]).cmp(&planner::locality_key(&records[b]))
+        });
+        self.graph.reserve(order.len());
+        self.ids.reserve(order.len());
+        self.records.reserve(order.len());
+        for i in order {
+            let id: Box<str> = ids[i].as_str().into();
             self.remove_one(&id);
-            let record = Record::from_input(meta);
+            let record = std::mem::take(&mut records[i]);
             let slot = self.graph.insert(&vectors[i * dim..(i + 1) * dim]);
-            debug_assert_eq!(slot as usize, self.ids.len());
-            let id: Box<str> = id.into();
             self.postings.add(slot, &record);
             self.slot_of.insert(id.clone(), slot);
             self.ids.push(id);
@@ -282,14 +306,14 @@ impl VectorIndex {
         self.graph.slots()
     }
 
-    /// Bytes held by vectors, graph links, ids and metadata records: heap sizes plus a
-    /// 16-byte allocator overhead per allocation (an estimate of resident memory).
-    pub fn memory_bytes(&self) -> usize {
+    /// Bytes held by the index: heap sizes plus a 16-byte allocator overhead per allocation
+    /// (an estimate of resident memory), split into vectors, graph links, ids (with their
+    /// lookup) and metadata (records and slot lists).
+    pub fn memory_bytes(&self) -> MemoryUse {
         const ALLOC: usize = 16;
         let heap = |len: usize| if len == 0 { 0 } else { len + ALLOC };
         let g = &self.graph;
-        let graph = g.vectors.capacity() * 4
-            + g.links0.capacity() * 4
+        let graph = g.links0.capacity() * 4
             + g.levels.capacity()
             + g.deleted.capacity()
             + g.upper.capacity() * 16
@@ -312,7 +336,12 @@ impl VectorIndex {
                             .sum::<usize>()
                 })
                 .sum::<usize>();
-        graph + ids + records + self.postings.memory_bytes()
+        MemoryUse {
+            vectors: g.vectors.capacity() * 4,
+            graph,
+            ids,
+            metadata: records + self.postings.memory_bytes(),
+        }
     }
 }
 
@@ -357,6 +386,27 @@ mod tests {
         assert_eq!(
             only.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
             vec!["v3"]
+        );
+    }
+
+    #[test]
+    fn a_repeated_id_in_one_batch_keeps_its_last_occurrence() {
+        let mut idx = VectorIndex::new(2, Metric::Euclidean, 16, 50, 0).unwrap();
+        let ids = vec!["a".to_string(), "b".into(), "a".into()];
+        let metas = vec![meta("t2", 0), meta("t1", 1), meta("t0", 2)];
+        idx.add(ids, &[0.0, 0.0, 5.0, 5.0, 9.0, 9.0], metas)
+            .unwrap();
+        assert_eq!(idx.len(), 2);
+        assert_eq!(idx.get_vector("a"), Some(&[9.0f32, 9.0][..]));
+        let f = Filter::vector(&Input::Map(vec![(
+            "thread_id".into(),
+            Input::Str("t0".into()),
+        )]))
+        .unwrap();
+        let hits = idx.search(&[0.0, 0.0], 5, f.as_ref(), None).unwrap();
+        assert_eq!(
+            hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+            vec!["a"]
         );
     }
 

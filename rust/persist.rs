@@ -13,7 +13,7 @@ use std::path::Path;
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
 use crate::filter::{Record, Value};
-use crate::hnsw::{Graph, Params};
+use crate::hnsw::{advise_huge_pages, Graph, Params};
 use crate::index::VectorIndex;
 
 const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
@@ -225,18 +225,21 @@ impl<'a> Reader<'a> {
         ))
     }
     fn u32s(&mut self, n: usize) -> Result<Vec<u32>> {
-        let raw = self.take(n.checked_mul(4).ok_or_else(|| corrupt("bad count"))?)?;
-        Ok(raw
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
+        self.words(n, u32::from_le_bytes)
     }
     fn f32s(&mut self, n: usize) -> Result<Vec<f32>> {
+        self.words(n, f32::from_le_bytes)
+    }
+    /// `n` four-byte words, into memory advised for huge pages before it is touched.
+    fn words<T>(&mut self, n: usize, decode: fn([u8; 4]) -> T) -> Result<Vec<T>> {
         let raw = self.take(n.checked_mul(4).ok_or_else(|| corrupt("bad count"))?)?;
-        Ok(raw
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
+        let mut out = Vec::with_capacity(n);
+        advise_huge_pages(&out);
+        out.extend(
+            raw.chunks_exact(4)
+                .map(|c| decode([c[0], c[1], c[2], c[3]])),
+        );
+        Ok(out)
     }
     fn str(&mut self) -> Result<Box<str>> {
         let n = self.u32()? as usize;

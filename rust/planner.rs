@@ -6,17 +6,24 @@
 use std::collections::{BinaryHeap, HashMap};
 
 use crate::filter::{Filter, Record, Value};
-use crate::hnsw::Near;
+use crate::hnsw::{prefetch_vector, Near};
 use crate::index::VectorIndex;
 
 /// Metadata keys whose values get slot lists.
-pub const POSTED_KEYS: [&str; 2] = ["thread_id", "resource_id"];
+pub const POSTED_KEYS: [&str; 2] = ["resource_id", "thread_id"];
 /// At or under this many allowed vectors, an exact scan beats the graph (and is exact).
 pub const EXACT_MAX: usize = 4096;
 /// Slots read to estimate how many vectors an arbitrary filter allows.
 pub const SAMPLE_SIZE: usize = 1024;
-/// Search breadth when the caller gives none.
-pub const EF_DEFAULT: usize = 48;
+/// Search breadth without a filter, when the caller gives none.
+pub const EF_DEFAULT: usize = 40;
+/// Search breadth with a filter allowing `WIDE_SELECTIVITY` or more of the vectors, when the
+/// caller gives none. Below the unfiltered default because each extra unit of breadth costs
+/// `1/selectivity` more distance computations; 100k x 384 mixture data keeps recall@10 at
+/// 0.99+ with it at 10 % selectivity.
+pub const EF_FILTERED: usize = 32;
+/// The allowed fraction below which a filtered search's breadth starts to grow.
+pub const WIDE_SELECTIVITY: f64 = 0.1;
 /// Upper bound on the breadth after raising it for a selective filter.
 pub const EF_MAX: usize = 2048;
 
@@ -111,6 +118,14 @@ impl Postings {
     }
 }
 
+/// The order vectors of one batch are stored in: by resource, then thread.
+pub fn locality_key(record: &Record) -> [Option<&str>; 2] {
+    POSTED_KEYS.map(|key| match record.get(key) {
+        Some(Value::Str(s)) => Some(&**s),
+        _ => None,
+    })
+}
+
 /// What the planner chose for one query (exposed for tests and benches).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Plan {
@@ -125,23 +140,24 @@ pub enum Plan {
 /// Decides how to answer one query, read top to bottom.
 pub fn plan(index: &VectorIndex, k: usize, filter: Option<&Filter>, ef: Option<usize>) -> Plan {
     let live = index.len();
-    let base_ef = ef.unwrap_or(EF_DEFAULT).max(k);
     let Some(filter) = filter else {
         // No filter: small indexes are scanned, large ones searched.
         return if live <= EXACT_MAX {
             Plan::ExactAll
         } else {
-            Plan::Graph { ef: base_ef }
+            Plan::Graph {
+                ef: ef.unwrap_or(EF_DEFAULT).max(k),
+            }
         };
     };
-    // A pinned thread or resource: its slot list is an exact upper bound on what passes.
+    // A pinned thread or resource: its slot lists bound exactly what can pass.
     if let Some(lists) = index.postings.candidates(filter) {
         let allowed: usize = lists.iter().map(|l| l.len()).sum();
         if allowed <= EXACT_MAX {
             return Plan::ExactPosted;
         }
         return Plan::Graph {
-            ef: raised_ef(base_ef, allowed, live),
+            ef: filtered_ef(ef, k, allowed, live),
         };
     }
     if live <= EXACT_MAX {
@@ -153,15 +169,17 @@ pub fn plan(index: &VectorIndex, k: usize, filter: Option<&Filter>, ef: Option<u
         return Plan::ExactAll;
     }
     Plan::Graph {
-        ef: raised_ef(base_ef, allowed, live),
+        ef: filtered_ef(ef, k, allowed, live),
     }
 }
 
-/// The breadth grows as the allowed fraction shrinks: a search that may collect only one
-/// vector in `1/s` needs a wider beam to find `ef` of them without losing recall.
-fn raised_ef(base: usize, allowed: usize, live: usize) -> usize {
+/// The breadth of a filtered graph search grows as the allowed fraction falls below
+/// `WIDE_SELECTIVITY`: the rarer allowed vectors are, the wider the beam that finds them.
+fn filtered_ef(ef: Option<usize>, k: usize, allowed: usize, live: usize) -> usize {
     let selectivity = (allowed as f64 / live.max(1) as f64).clamp(1e-6, 1.0);
-    ((base as f64 / selectivity.sqrt()) as usize).clamp(base, EF_MAX.max(base))
+    let growth = (WIDE_SELECTIVITY / selectivity).max(1.0).sqrt();
+    let base = ef.unwrap_or(EF_FILTERED).max(k);
+    ((base as f64 * growth) as usize).clamp(base, EF_MAX.max(base))
 }
 
 /// How many live vectors `filter` allows, estimated from an evenly spaced sample.
@@ -209,11 +227,22 @@ fn search_traced(
             (exact(index, query, k, allowed_slots(index, filter)), false)
         }
         Plan::Graph { ef } => {
+            let g = &index.graph;
+            let passes = |f: &Filter, s: u32| f.matches(&index.records[s as usize]);
             let found = match filter {
-                None => index.graph.search(query, k, ef, |_| true),
-                Some(f) => index
-                    .graph
-                    .search(query, k, ef, |s| f.matches(&index.records[s as usize])),
+                None => g.search(query, k, ef, |_| true),
+                // A pinned thread or resource becomes a bitmap: one bit test per visited slot.
+                Some(f) => match index.postings.candidates_for(f) {
+                    Some((lists, whole)) => {
+                        let bits = SlotBits::from_lists(&lists, g.slots());
+                        if whole {
+                            g.search(query, k, ef, |s| bits.has(s))
+                        } else {
+                            g.search(query, k, ef, |s| bits.has(s) && passes(f, s))
+                        }
+                    }
+                    None => g.search(query, k, ef, |s| passes(f, s)),
+                },
             };
             // The graph may come back short when few vectors pass; the exact scan cannot.
             if found.len() < k && found.len() < index.len() {
@@ -230,8 +259,15 @@ pub fn allowed_slots(index: &VectorIndex, filter: Option<&Filter>) -> Vec<u32> {
     let g = &index.graph;
     let passes =
         |s: u32| !g.is_deleted(s) && filter.is_none_or(|f| f.matches(&index.records[s as usize]));
-    match filter.and_then(|f| index.postings.candidates(f)) {
-        Some(lists) => lists
+    match filter.and_then(|f| index.postings.candidates_for(f)) {
+        // The lists are exactly what the filter allows: no record need be read.
+        Some((lists, true)) => lists
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&s| !g.is_deleted(s))
+            .collect(),
+        Some((lists, false)) => lists
             .into_iter()
             .flatten()
             .copied()
@@ -246,7 +282,11 @@ pub fn exact(index: &VectorIndex, query: &[f32], k: usize, slots: Vec<u32>) -> V
     let g = &index.graph;
     let metric = g.params().metric;
     let mut heap: BinaryHeap<Near> = BinaryHeap::with_capacity(k + 1);
-    for slot in slots {
+    for (i, &slot) in slots.iter().enumerate() {
+        // The slots are scattered: start loading a few vectors ahead of the one measured.
+        if let Some(&ahead) = slots.get(i + PREFETCH_AHEAD) {
+            prefetch_vector(g.vector(ahead));
+        }
         let near = Near {
             dist: metric.distance(query, g.vector(slot)),
             slot,
@@ -259,6 +299,27 @@ pub fn exact(index: &VectorIndex, query: &[f32], k: usize, slots: Vec<u32>) -> V
         }
     }
     heap.into_sorted_vec()
+}
+
+/// How many slots ahead the exact scan prefetches.
+const PREFETCH_AHEAD: usize = 6;
+
+/// One bit per slot.
+struct SlotBits(Vec<u64>);
+
+impl SlotBits {
+    fn from_lists(lists: &[&[u32]], slots: usize) -> SlotBits {
+        let mut words = vec![0u64; slots.div_ceil(64)];
+        for &s in lists.iter().flat_map(|l| l.iter()) {
+            words[s as usize / 64] |= 1 << (s % 64);
+        }
+        SlotBits(words)
+    }
+
+    #[inline]
+    fn has(&self, slot: u32) -> bool {
+        self.0[slot as usize / 64] & (1 << (slot % 64)) != 0
+    }
 }
 
 #[cfg(test)]
@@ -285,7 +346,7 @@ mod tests {
         Filter::vector(&input).unwrap().unwrap()
     }
 
-    /// `n` vectors; thread t0 holds every 500th, resource r{i%4}, `bucket` = i % 100, `seven` = i % 7.
+    /// `n` vectors; thread t0 holds every 500th, resource r{i%4}, `bucket` = i % 100.
     fn index(n: usize) -> (VectorIndex, Vec<Vec<f32>>) {
         // seed 21 for data, graph seed 3
         let data = clustered(21, n, 24, 40);
@@ -303,7 +364,6 @@ mod tests {
                     ("thread_id", s(&thread)),
                     ("resource_id", s(&format!("r{}", i % 4))),
                     ("bucket", Input::Int((i % 100) as i64)),
-                    ("seven", Input::Int((i % 7) as i64)),
                 ])
             })
             .collect();
@@ -334,13 +394,23 @@ mod tests {
     }
 
     #[test]
-    fn large_resource_takes_the_graph_with_raised_ef() {
+    fn large_resource_takes_the_graph_with_ef_raised_as_selectivity_falls() {
         let (idx, _) = index(20000);
         let f = filter(map(vec![("resource_id", s("r1"))]));
-        let Plan::Graph { ef } = plan(&idx, 10, Some(&f), None) else {
-            panic!("expected the graph")
-        };
-        assert!(ef > EF_DEFAULT);
+        assert_eq!(
+            plan(&idx, 10, Some(&f), None),
+            Plan::Graph { ef: EF_FILTERED }
+        );
+        let both = filter(map(vec![(
+            "resource_id",
+            map(vec![("$in", Input::List(vec![s("r1"), s("r2")]))]),
+        )]));
+        assert_eq!(
+            plan(&idx, 10, Some(&both), Some(30)),
+            Plan::Graph { ef: 30 }
+        );
+        assert_eq!(filtered_ef(None, 10, 500, 20000), 2 * EF_FILTERED); // 2.5 %: twice the breadth
+        assert_eq!(filtered_ef(None, 50, 500, 20000), 100);
         assert_eq!(plan(&idx, 10, None, None), Plan::Graph { ef: EF_DEFAULT });
     }
 
@@ -364,21 +434,45 @@ mod tests {
 
     #[test]
     fn graph_falls_back_to_exact_when_it_finds_fewer_than_k() {
-        // Every sampled slot has seven == 0, so the estimate is "all" and the graph is chosen,
-        // but only one vector in seven passes: fewer than k, so the exact scan answers.
-        let (idx, data) = index(8000);
-        let f = filter(map(vec![("seven", Input::Int(0))]));
+        // Half the vectors pass, far too many for the exact scan, so the graph is chosen; but
+        // k asks for more than pass, the graph comes back short, and the exact scan answers.
+        let (idx, data) = index(12000);
+        let f = filter(map(vec![("bucket", map(vec![("$lt", Input::Int(50))]))]));
         assert!(matches!(
-            plan(&idx, 2000, Some(&f), None),
+            plan(&idx, 7000, Some(&f), None),
             Plan::Graph { .. }
         ));
         let mut q = data[0].clone();
         Metric::Cosine.prepare(&mut q);
-        let (found, fell_back) = search_traced(&idx, &q, 2000, Some(&f), None);
+        let (found, fell_back) = search_traced(&idx, &q, 7000, Some(&f), None);
         assert!(fell_back);
-        let truth = exact(&idx, &q, 2000, allowed_slots(&idx, Some(&f)));
-        assert_eq!(found.len(), 8000 / 7 + 1);
+        let truth = exact(&idx, &q, 7000, allowed_slots(&idx, Some(&f)));
+        assert_eq!(found.len(), 6000);
         assert_eq!(ids(&found, &idx), ids(&truth, &idx));
+    }
+
+    #[test]
+    fn filtered_graph_search_collects_only_allowed_vectors_and_keeps_recall() {
+        // seed 21 (see `index`); a quarter of the vectors pass, so the graph answers. On these
+        // tight clusters a filtered walk trails an unfiltered one at the same breadth (about
+        // 0.94 against 0.99 at ef 32), hence the lower bar than the unfiltered test's 0.95.
+        let (idx, data) = index(20000);
+        let f = filter(map(vec![("resource_id", s("r1"))]));
+        assert!(matches!(plan(&idx, 10, Some(&f), None), Plan::Graph { .. }));
+        let r1 = Value::Str("r1".into());
+        let mut hits = 0;
+        for q in data.iter().step_by(97).take(100) {
+            let mut q = q.clone();
+            Metric::Cosine.prepare(&mut q);
+            let got = search(&idx, &q, 10, Some(&f), None);
+            assert!(got
+                .iter()
+                .all(|n| idx.records[n.slot as usize].get("resource_id") == Some(&r1)));
+            let want = ids(&exact(&idx, &q, 10, allowed_slots(&idx, Some(&f))), &idx);
+            let got = ids(&got, &idx);
+            hits += want.iter().filter(|w| got.contains(w)).count();
+        }
+        assert!(hits >= 900, "recall {}", hits as f64 / 1000.0);
     }
 
     #[test]

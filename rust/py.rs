@@ -461,6 +461,10 @@ impl PyVectorIndex {
             }
             .into());
         }
+        if rows != ids.len() {
+            let text = format!("{} ids but {rows} vectors", ids.len());
+            return Err(CoreError::InvalidArgument(text).into());
+        }
         let flat = contiguous(&vectors)?;
         let metadata = metadata
             .iter()
@@ -583,9 +587,15 @@ impl PyVectorIndex {
         self.read(py, |ix| ix.metric().name())
     }
 
-    /// Approximate bytes held by the index.
-    fn memory_bytes(&self, py: Python<'_>) -> usize {
-        self.read(py, |ix| ix.memory_bytes())
+    /// Estimated resident bytes: `{"vectors", "graph", "ids", "metadata"}`.
+    fn memory_bytes(&self, py: Python<'_>) -> Vec<(&'static str, usize)> {
+        let m = self.read(py, |ix| ix.memory_bytes());
+        vec![
+            ("vectors", m.vectors),
+            ("graph", m.graph),
+            ("ids", m.ids),
+            ("metadata", m.metadata),
+        ]
     }
 }
 

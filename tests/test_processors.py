@@ -249,3 +249,17 @@ def test_message_history_prepends_and_saves(storage):
                                    {"id": "3", "role": "user", "content": "three"}], thread_id="t1")
     out = history.process_input([user("four", "4")], thread_id="t1")
     assert [m.id for m in out] == ["2", "3", "4"]
+
+
+def test_processors_have_async_twins(world, storage):
+    import asyncio
+
+    async def run():
+        recalled = await processor(world, scope="thread", top_k=1).aprocess_input(
+            [user("golden retriever puppy Biscuit")], thread_id="t1")
+        history = await MessageHistory(storage, last_messages=1).aprocess_input([user("x", "x")], thread_id="t1")
+        return recalled, history
+
+    recalled, history = asyncio.run(run())
+    assert recalled[-1].id == "new" and len(recalled) > 1
+    assert [m.id for m in history] == ["m2", "x"]

@@ -130,6 +130,7 @@ def test_index_management(store):
         (lambda s: s.query("docs", [1, 0]), DimensionMismatchError),
         (lambda s: s.upsert("docs", [[1, 0, 0, 0]]), DimensionMismatchError),
         (lambda s: s.query("docs", [1, 0, 0], filter=["a"]), FilterTypeError),
+        (lambda s: s.query("docs", [1, 0, 0], filter=[]), FilterTypeError),
         (lambda s: s.query("docs", [1, 0, 0], filter={"n": {"$bogus": 1}}), InvalidFilterError),
         (lambda s: s.query("docs", [1, 0, 0], top_k=0), InvalidArgumentError),
         (lambda s: s.query("docs", [1, 0, 0], top_k=-3), InvalidArgumentError),
@@ -180,3 +181,19 @@ def test_async_twins(store):
 
     hits, stats = asyncio.run(run())
     assert hits[0].id == "a" and stats.count == 0
+
+
+def test_accepts_a_storage_object_with_a_database(tmp_path):
+    class Storage:  # the shape of DuckDBStorage: its Database is `.db`
+        def __init__(self, db: Database) -> None:
+            self.db = db
+
+    db = Database(tmp_path / "m.duckdb")
+    store = HnswVectorStore(Storage(db))
+    store.create_index("docs", 2)
+    store.upsert("docs", [[1, 0]], ids=["a"])
+    store.flush()
+    assert store.index_path("docs") == tmp_path / "m.duckdb.docs.hnsw"
+    assert store.index_path("docs").exists()
+    with pytest.raises(InvalidArgumentError):
+        HnswVectorStore(object())

@@ -96,8 +96,8 @@ class VectorIndex:
     @staticmethod
     def load(path: str | Any) -> tuple[VectorIndex, int]:
         """Read an index file; raise IndexCorruptError if it is damaged or foreign."""
-    def memory_bytes(self) -> int:
-        """Approximate bytes held by the index."""
+    def memory_bytes(self) -> list[tuple[str, int]]:
+        """Estimated resident bytes by part: vectors, graph, ids, metadata."""
     def __len__(self) -> int: ...
     def __contains__(self, id: str) -> bool: ...
     @property

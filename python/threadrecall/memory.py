@@ -27,7 +27,7 @@ from .summarize import (SummarizeResult, asummarize_conversation, load_messages_
 from .types import ROLES, Message, MessageContent, RecallResult, Thread, ThreadPage, parse_time
 from .working_memory import WorkingMemory, strip_working_memory
 
-__all__ = ["Memory", "incoming_message"]
+__all__ = ["Memory", "async_twin", "incoming_message"]
 
 RESOURCE_SCOPE_WITHOUT_RESOURCE = (
     "Memory error: Resource-scoped semantic recall is enabled but no resourceId was provided. "
@@ -37,7 +37,7 @@ RESOURCE_SCOPE_WITHOUT_RESOURCE = (
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _twin(method: F) -> F:
+def async_twin(method: F) -> F:
     """The async twin of a blocking method: the same call, run in a worker thread."""
 
     @functools.wraps(method)
@@ -344,19 +344,19 @@ class Memory:
         threads.update(self.storage.save_threads(list(missing.values())))
         return threads
 
-    acreate_thread = _twin(create_thread)
-    aget_thread_by_id = _twin(get_thread_by_id)
-    alist_threads = _twin(list_threads)
-    aupdate_thread = _twin(update_thread)
-    adelete_thread = _twin(delete_thread)
-    asave_messages = _twin(save_messages)
-    aupdate_messages = _twin(update_messages)
-    adelete_messages = _twin(delete_messages)
-    arecall = _twin(recall)
-    aget_working_memory = _twin(get_working_memory)
-    aupdate_working_memory = _twin(update_working_memory)
-    amerge_working_memory = _twin(merge_working_memory)
-    aget_working_memory_template = _twin(get_working_memory_template)
+    acreate_thread = async_twin(create_thread)
+    aget_thread_by_id = async_twin(get_thread_by_id)
+    alist_threads = async_twin(list_threads)
+    aupdate_thread = async_twin(update_thread)
+    adelete_thread = async_twin(delete_thread)
+    asave_messages = async_twin(save_messages)
+    aupdate_messages = async_twin(update_messages)
+    adelete_messages = async_twin(delete_messages)
+    arecall = async_twin(recall)
+    aget_working_memory = async_twin(get_working_memory)
+    aupdate_working_memory = async_twin(update_working_memory)
+    amerge_working_memory = async_twin(merge_working_memory)
+    aget_working_memory_template = async_twin(get_working_memory_template)
 
 
 def incoming_message(value: Message | Mapping[str, Any], *, thread_id: str | None = None,

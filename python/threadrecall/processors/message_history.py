@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..memory import Memory, incoming_message
+from ..memory import Memory, async_twin, incoming_message
 from ..recall import HistoryQuery, read_history
 from ..storage.duckdb import DuckDBStorage
 from ..types import Message
@@ -43,3 +43,6 @@ class MessageHistory:
         given = [incoming_message(m, thread_id=thread_id, resource_id=resource_id) for m in messages]
         Memory(storage=self.storage).save_messages([m for m in given if m.metadata.get("source") != "memory"])
         return given
+
+    aprocess_input = async_twin(process_input)
+    aprocess_output_result = async_twin(process_output_result)

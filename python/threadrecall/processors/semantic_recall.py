@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from ..config import SemanticRecallConfig
-from ..memory import incoming_message
+from ..memory import async_twin, incoming_message
 from ..semantic import MessageIndex
 from ..storage.duckdb import DuckDBStorage, message_of
 from ..types import Message, MessageContent
@@ -95,6 +95,8 @@ class SemanticRecall:
         rows = self.storage.timeline.window([(h.message_id, before, after) for h in hits], resource_id or None)
         return [message_of(r) for r in rows]
 
+    aprocess_input = async_twin(process_input)
+    aprocess_output_result = async_twin(process_output_result)
 
 def format_other_threads(messages: Sequence[Message], thread_id: str) -> str:
     """Other threads' messages as dated lines inside the remembered-conversation envelope."""

@@ -47,13 +47,14 @@ class Database:
     def in_memory(self) -> bool:
         return self.path == ":memory:"
 
+    @property
     def in_transaction(self) -> bool:
-        """Whether the calling thread has a write transaction open."""
+        """Whether this thread is inside ``transaction()`` (reads may see uncommitted rows)."""
         return self._writer is not None and self._owner == threading.get_ident()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's read cursor (inside a transaction: the transaction's connection)."""
-        if self.in_transaction():
+        if self.in_transaction:
             return self._writer  # type: ignore[return-value]
         cur = getattr(self._local, "cursor", None)
         if cur is None:

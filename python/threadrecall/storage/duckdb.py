@@ -152,7 +152,7 @@ class DuckDBStorage:
                 [missing],
             ).fetchall()
             loaded = [_thread(row) for row in rows]
-            if not self.db.in_transaction():
+            if not self.db.in_transaction:
                 self._threads.put(loaded)
             found.update((t.id, t) for t in loaded)
         return found

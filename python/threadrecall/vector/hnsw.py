@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import json
 import re
 import threading
@@ -43,6 +44,8 @@ SAVE_AFTER_CHANGES = 20_000
 # Rebuilds of at least this many vectors show a progress bar.
 PROGRESS_FROM = 20_000
 REBUILD_BATCH = 5_000
+# Metadata texts kept in memory per index, so a query needs no database read.
+METADATA_CACHE = 100_000
 
 MIGRATIONS = [
     """CREATE TABLE vector_indexes (
@@ -70,13 +73,20 @@ MIGRATIONS = [
 
 
 class _Loaded:
-    """One index held in memory: the graph, the generation it reflects, and the last save."""
+    """One index held in memory: the graph, the generation it reflects, the last save, and
+    the committed metadata texts of recently written or returned ids."""
 
     def __init__(self, index: _core.VectorIndex, generation: int, saved: int | None) -> None:
         self.index = index
         self.generation = generation
         self.saved = saved
         self.changes = 0
+        self.metadata: dict[str, str] = {}
+
+    def remember(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        self.metadata.update(zip(ids, texts))
+        for stale in list(itertools.islice(self.metadata, max(0, len(self.metadata) - METADATA_CACHE))):
+            del self.metadata[stale]
 
 
 class HnswVectorStore:
@@ -232,7 +242,7 @@ class HnswVectorStore:
             # index filters exactly like this one.
             stored = [json.loads(t) for t in texts]
             self.db.on_commit(
-                functools.partial(self._apply_upsert, name, generation, rows_ids, rows, stored)
+                functools.partial(self._apply_upsert, name, generation, rows_ids, rows, stored, texts)
             )
         return ids
 
@@ -250,29 +260,43 @@ class HnswVectorStore:
         ``score`` is larger when closer: cosine similarity, dot product, or minus the L2
         distance. ``metadata`` is the stored metadata dict.
         """
-        dimension, _, _ = self._info(name)
+        _check_name(name)
+        loaded = self._loaded.get(name)  # a loaded index exists: no catalogue lookup needed
+        if loaded is None:
+            self._info(name)
+            loaded = self._load(name)
         if not _is_int(top_k) or top_k < 1:
             raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
-        query = _as_matrix(vector, dimension, single=True)[0]
-        loaded = self._load(name)
-        hits = loaded.index.search(query, top_k, filter or None, self.ef_search)
+        query = _as_matrix(vector, loaded.index.dim, single=True)[0]
+        hits = loaded.index.search(query, top_k, filter if filter != {} else None, self.ef_search)
         if not hits:
             return []
-        columns = "id, metadata, vector" if include_vector else "id, metadata"
-        rows = self.db.cursor().execute(
-            f"SELECT {columns} FROM vector_rows WHERE index_name = ? AND id IN "
-            "(SELECT unnest(?::VARCHAR[]))",
-            [name, [h[0] for h in hits]],
-        ).fetchall()
-        by_id = {r[0]: r for r in rows}
+        if include_vector:
+            found = {r[0]: (r[1], r[2]) for r in self._fetch(name, "id, metadata, vector", [h[0] for h in hits])}
+        else:
+            found = {i: (loaded.metadata[i], None) for i, _ in hits if i in loaded.metadata}
+            missing = [i for i, _ in hits if i not in found]
+            if missing:
+                rows = self._fetch(name, "id, metadata", missing)
+                found.update((r[0], (r[1], None)) for r in rows)
+                if not self.db.in_transaction:  # only committed texts are remembered
+                    with self._lock:
+                        loaded.remember([r[0] for r in rows], [r[1] for r in rows])
         results = []
         for hit_id, score in hits:
-            row = by_id.get(hit_id)
-            if row is None:  # deleted since the search
+            if hit_id not in found:  # deleted since the search
                 continue
-            vec = np.asarray(row[2], dtype=np.float32) if include_vector else None
-            results.append(QueryResult(id=hit_id, score=float(score), metadata=json.loads(row[1]), vector=vec))
+            text, vec = found[hit_id]
+            vector = None if vec is None else np.asarray(vec, dtype=np.float32)
+            results.append(QueryResult(id=hit_id, score=float(score), metadata=json.loads(text), vector=vector))
         return results
+
+    def _fetch(self, name: str, columns: str, ids: list[str]) -> list[tuple]:
+        marks = ", ".join("?" * len(ids))
+        return self.db.cursor().execute(
+            f"SELECT {columns} FROM vector_rows WHERE index_name = ? AND id IN ({marks})",
+            [name, *ids],
+        ).fetchall()
 
     def delete_vectors(
         self, name: str, *, ids: Sequence[str] | None = None, filter: dict[str, Any] | None = None
@@ -353,12 +377,13 @@ class HnswVectorStore:
         ).fetchone()
         return generation
 
-    def _apply_upsert(self, name, generation, ids, rows, metadata) -> None:
+    def _apply_upsert(self, name, generation, ids, rows, metadata, texts) -> None:
         with self._lock:
             loaded = self._loaded.get(name)
             if loaded is None:
                 return  # loaded later, straight from the database
             loaded.index.add(ids, rows, metadata)
+            loaded.remember(ids, texts)
             self._advance(name, loaded, generation, len(ids))
 
     def _apply_delete(self, name, generation, ids) -> None:
@@ -367,6 +392,8 @@ class HnswVectorStore:
             if loaded is None:
                 return
             loaded.index.remove(ids)
+            for i in ids:
+                loaded.metadata.pop(i, None)
             self._advance(name, loaded, generation, len(ids))
 
     def _advance(self, name: str, loaded: _Loaded, generation: int, changes: int) -> None:
