@@ -95,9 +95,10 @@ def _with_neighbours(storage: DuckDBStorage, scores: Mapping[str, float], resour
         return [r[0] for r in timeline.window([(mid, 1, 1)], resource_id) if r[0] != mid]
 
     around = {m: neighbours(m) for m in scores}
-    entrants = {n for ns in around.values() for n in ns if n not in scores}
+    entrants = list(dict.fromkeys(n for ns in around.values() for n in ns if n not in scores))
     if flt and entrants:
-        entrants = set(_passing(storage, entrants, flt))
+        passing = set(_passing(storage, entrants, flt))
+        entrants = [n for n in entrants if n in passing]  # kept in order: ties rank the same every run
     around.update((n, neighbours(n)) for n in entrants)
     return {m: scores.get(m, 0.0) + NEIGHBOUR_WEIGHT * max((scores.get(n, 0.0) for n in ns), default=0.0)
             for m, ns in around.items()}
