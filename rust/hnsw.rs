@@ -4,9 +4,15 @@
 //! contiguous block (`[count, n1, .., n_m0]` per slot); upper-level links only for the few slots
 //! that reach them. Levels come from a seeded generator, so the same inserts build the same
 //! graph. Deleted slots stay in the graph as waypoints but are never collected.
+//!
+//! A slot may be stored before it is linked: [`Graph::push`] appends the vector and draws its
+//! level, queueing the slot; [`Graph::link_pending`] links queued slots in arrival order. An
+//! unlinked slot has no links and nothing links to it, so a graph walk never reaches it; the
+//! caller scans [`Graph::pending`] exactly to cover it. Linking the queue in order builds the
+//! same graph as inserting one vector at a time.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Mutex;
 
 use crate::distance::Metric;
@@ -122,6 +128,8 @@ pub struct Graph {
     pub(crate) deleted: Vec<bool>,
     pub(crate) n_deleted: usize,
     pub(crate) entry: u32,
+    /// Stored but not yet linked, in arrival order; may hold deleted slots, skipped on use.
+    pub(crate) pending: VecDeque<u32>,
     visited_pool: Mutex<Vec<Visited>>,
 }
 
@@ -138,6 +146,7 @@ impl Graph {
             deleted: Vec::new(),
             n_deleted: 0,
             entry: NONE,
+            pending: VecDeque::new(),
             visited_pool: Mutex::new(Vec::new()),
         }
     }
@@ -262,9 +271,17 @@ impl Graph {
         advise_huge_pages(&self.links0);
     }
 
-    /// Prepares (for cosine: normalises) and appends a vector, linking it into the graph.
-    /// The caller has checked the length. Returns its slot.
+    /// Prepares (for cosine: normalises) and appends a vector, linking it (and anything
+    /// queued before it) into the graph. The caller has checked the length. Returns its slot.
     pub fn insert(&mut self, vector: &[f32]) -> u32 {
+        let slot = self.push(vector);
+        self.link_pending(usize::MAX);
+        slot
+    }
+
+    /// Prepares and appends a vector and draws its level, queueing it to be linked later
+    /// (see [`Graph::link_pending`]). The caller has checked the length. Returns its slot.
+    pub fn push(&mut self, vector: &[f32]) -> u32 {
         let slot = self.slots() as u32;
         let level = self.draw_level();
         let start = self.vectors.len();
@@ -275,9 +292,40 @@ impl Graph {
         self.upper
             .push(vec![0u32; level * (self.params.m + 1)].into_boxed_slice());
         self.deleted.push(false);
+        self.pending.push_back(slot);
+        slot
+    }
+
+    /// Links up to `max_count` queued live slots into the graph, oldest first (deleted ones
+    /// are dropped from the queue without counting). Returns how many were linked.
+    pub fn link_pending(&mut self, max_count: usize) -> usize {
+        let mut linked = 0;
+        while linked < max_count {
+            let Some(slot) = self.pending.pop_front() else {
+                break;
+            };
+            if !self.deleted[slot as usize] {
+                self.link(slot);
+                linked += 1;
+            }
+        }
+        linked
+    }
+
+    /// The queued slots not yet linked nor deleted, oldest first.
+    pub fn pending(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pending
+            .iter()
+            .copied()
+            .filter(|&s| !self.deleted[s as usize])
+    }
+
+    /// Connects a stored, unlinked slot to its nearest linked neighbours at each level.
+    fn link(&mut self, slot: u32) {
+        let level = self.levels[slot as usize] as usize;
         if self.entry == NONE {
             self.entry = slot;
-            return slot;
+            return;
         }
         let q: Vec<f32> = self.vector(slot).to_vec();
         let top = self.levels[self.entry as usize] as usize;
@@ -303,7 +351,6 @@ impl Graph {
         if level > top {
             self.entry = slot;
         }
-        slot
     }
 
     /// Links `from` back to `to` at `level`, pruning `from`'s list with the heuristic if full.
@@ -491,6 +538,7 @@ impl Graph {
         upper: Vec<Box<[u32]>>,
         deleted: Vec<bool>,
         entry: u32,
+        pending: VecDeque<u32>,
     ) -> Graph {
         let n_deleted = deleted.iter().filter(|d| **d).count();
         let graph = Graph {
@@ -503,6 +551,7 @@ impl Graph {
             deleted,
             n_deleted,
             entry,
+            pending,
             visited_pool: Mutex::new(Vec::new()),
         };
         graph.advise_huge_pages();
@@ -519,7 +568,16 @@ impl Graph {
         if self.upper.len() != n || self.deleted.len() != n {
             return Err("array lengths disagree".into());
         }
-        if (n == 0) != (self.entry == NONE) || (n > 0 && self.entry as usize >= n) {
+        let mut queued = vec![false; n];
+        for &s in &self.pending {
+            if s as usize >= n || std::mem::replace(&mut queued[s as usize], true) {
+                return Err("bad pending slot".into());
+            }
+        }
+        let linked = n - self.pending.len();
+        if (linked == 0) != (self.entry == NONE)
+            || (linked > 0 && (self.entry as usize >= n || queued[self.entry as usize]))
+        {
             return Err("bad entry point".into());
         }
         for s in 0..n {

@@ -3,8 +3,8 @@
 //! Layout, all little-endian:
 //! `magic (8) | version u32 | dim u32 | metric u8 | m u32 | ef_construction u32 | seed u64 |
 //! rng u64 | slots u64 | generation u64 | entry u32`, then per-slot arrays — vectors (f32),
-//! levels (u8), level-0 links, upper links, tombstones (u8), ids, metadata records — and a
-//! checksum of everything before it. Saves go to a temporary file renamed over the old one.
+//! levels (u8), level-0 links, upper links, tombstones (u8), the queue of slots not yet linked
+//! (count u64, slots u32), ids, metadata records — and a checksum of everything before it. Saves go to a temporary file renamed over the old one.
 
 use std::fs;
 use std::io::Write;
@@ -17,7 +17,7 @@ use crate::hnsw::{advise_huge_pages, Graph, Params};
 use crate::index::VectorIndex;
 
 const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Writes `index` to `path` atomically, tagged with the database `generation` it reflects.
 pub fn save(index: &VectorIndex, path: &Path, generation: u64) -> Result<()> {
@@ -72,6 +72,8 @@ fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
         .flat_map(|u| u.iter())
         .for_each(|&x| w.u32(x));
     w.0.extend(g.deleted.iter().map(|&d| d as u8));
+    w.u64(g.pending.len() as u64);
+    g.pending.iter().for_each(|&s| w.u32(s));
     index.ids.iter().for_each(|id| w.str(id));
     for record in &index.records {
         w.u32(record.len() as u32);
@@ -122,6 +124,8 @@ fn decode(bytes: &[u8]) -> Result<(VectorIndex, u64)> {
         upper.push(r.u32s(level as usize * (m + 1))?.into_boxed_slice());
     }
     let deleted: Vec<bool> = r.take(slots)?.iter().map(|&b| b != 0).collect();
+    let queued = usize::try_from(r.u64()?).map_err(|_| corrupt("bad count"))?;
+    let pending = r.u32s(queued)?.into();
     let mut ids = Vec::with_capacity(slots);
     for _ in 0..slots {
         ids.push(r.str()?);
@@ -138,7 +142,9 @@ fn decode(bytes: &[u8]) -> Result<(VectorIndex, u64)> {
     if r.at != body.len() {
         return Err(corrupt("trailing bytes"));
     }
-    let graph = Graph::from_parts(params, rng, vectors, levels, links0, upper, deleted, entry);
+    let graph = Graph::from_parts(
+        params, rng, vectors, levels, links0, upper, deleted, entry, pending,
+    );
     graph.validate().map_err(|e| corrupt(&e))?;
     Ok((VectorIndex::from_graph(graph, ids, records), generation))
 }
@@ -295,7 +301,8 @@ mod tests {
             })
             .collect();
         idx.add(ids, &flat, metas).unwrap();
-        idx.remove(&["id-5".to_string(), "id-6".to_string()]);
+        idx.link_pending(600);
+        idx.remove(&["id-5".to_string(), "id-6".to_string(), "id-650".to_string()]);
         (idx, data)
     }
 
@@ -319,6 +326,9 @@ mod tests {
             );
         }
         assert!(!back.contains("id-5"));
+        assert!(!back.contains("id-650"));
+        assert!(idx.pending_len() >= 99);
+        assert_eq!(back.pending_len(), idx.pending_len());
         // A loaded graph keeps drawing the same levels as the original.
         let (mut a, mut b) = (idx, back);
         a.add(vec!["x".into()], &data[1], vec![Input::Null])
@@ -326,7 +336,12 @@ mod tests {
         b.add(vec!["x".into()], &data[1], vec![Input::Null])
             .unwrap();
         assert_eq!(a.graph.levels, b.graph.levels);
+        // And links its saved queue into the same graph.
+        let queued = a.pending_len();
+        assert_eq!(a.link_pending(usize::MAX), queued);
+        assert_eq!(b.link_pending(usize::MAX), queued);
         assert_eq!(a.graph.links0, b.graph.links0);
+        assert_eq!(a.graph.entry, b.graph.entry);
     }
 
     #[test]

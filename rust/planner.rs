@@ -227,29 +227,61 @@ fn search_traced(
             (exact(index, query, k, allowed_slots(index, filter)), false)
         }
         Plan::Graph { ef } => {
-            let g = &index.graph;
-            let passes = |f: &Filter, s: u32| f.matches(&index.records[s as usize]);
-            let found = match filter {
-                None => g.search(query, k, ef, |_| true),
-                // A pinned thread or resource becomes a bitmap: one bit test per visited slot.
-                Some(f) => match index.postings.candidates_for(f) {
-                    Some((lists, whole)) => {
-                        let bits = SlotBits::from_lists(&lists, g.slots());
-                        if whole {
-                            g.search(query, k, ef, |s| bits.has(s))
-                        } else {
-                            g.search(query, k, ef, |s| bits.has(s) && passes(f, s))
-                        }
-                    }
-                    None => g.search(query, k, ef, |s| passes(f, s)),
-                },
-            };
+            let gate = Gate::new(index, filter);
+            let allows = |s: u32| gate.allows(index, s);
+            let mut found = index.graph.search(query, k, ef, allows);
+            // Slots not yet linked are out of the graph's reach: scan them exactly.
+            let unlinked: Vec<u32> = index.graph.pending().filter(|&s| allows(s)).collect();
+            if !unlinked.is_empty() {
+                found.extend(exact(index, query, k, unlinked));
+                found.sort_unstable();
+                found.truncate(k);
+            }
             // The graph may come back short when few vectors pass; the exact scan cannot.
             if found.len() < k && found.len() < index.len() {
                 (exact(index, query, k, allowed_slots(index, filter)), true)
             } else {
                 (found, false)
             }
+        }
+    }
+}
+
+/// What a graph search may collect (deleted slots aside). A pinned thread or resource becomes
+/// a bitmap: one bit test per visited slot.
+enum Gate<'f> {
+    All,
+    Bits(SlotBits),
+    BitsAnd(SlotBits, &'f Filter),
+    Filter(&'f Filter),
+}
+
+impl<'f> Gate<'f> {
+    fn new(index: &VectorIndex, filter: Option<&'f Filter>) -> Gate<'f> {
+        let Some(f) = filter else {
+            return Gate::All;
+        };
+        match index.postings.candidates_for(f) {
+            Some((lists, whole)) => {
+                let bits = SlotBits::from_lists(&lists, index.graph.slots());
+                if whole {
+                    Gate::Bits(bits)
+                } else {
+                    Gate::BitsAnd(bits, f)
+                }
+            }
+            None => Gate::Filter(f),
+        }
+    }
+
+    #[inline]
+    fn allows(&self, index: &VectorIndex, slot: u32) -> bool {
+        let passes = |f: &Filter| f.matches(&index.records[slot as usize]);
+        match self {
+            Gate::All => true,
+            Gate::Bits(bits) => bits.has(slot),
+            Gate::BitsAnd(bits, f) => bits.has(slot) && passes(f),
+            Gate::Filter(f) => passes(f),
         }
     }
 }
@@ -368,6 +400,7 @@ mod tests {
             })
             .collect();
         idx.add(ids, &flat, metas).unwrap();
+        idx.link_pending(usize::MAX);
         (idx, data)
     }
 

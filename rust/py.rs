@@ -443,13 +443,17 @@ impl PyVectorIndex {
         })
     }
 
-    /// Inserts or replaces vectors by id; `vectors` is float32 `(len(ids), dim)`.
+    /// Inserts or replaces vectors by id; `vectors` is float32 `(len(ids), dim)`. They are
+    /// searchable at once; with `link=False` they wait for `link_pending` to join the graph,
+    /// with `link=True` the graph links them (and any earlier backlog) before returning.
+    #[pyo3(signature = (ids, vectors, metadata, link=false))]
     fn add(
         &self,
         py: Python<'_>,
         ids: Vec<String>,
         vectors: PyReadonlyArray2<'_, f32>,
         metadata: Vec<Bound<'_, PyAny>>,
+        link: bool,
     ) -> PyResult<()> {
         let (rows, cols) = (vectors.shape()[0], vectors.shape()[1]);
         let dim = self.read(py, |ix| ix.dim());
@@ -469,7 +473,30 @@ impl PyVectorIndex {
             .iter()
             .map(input_from_py)
             .collect::<PyResult<Vec<_>>>()?;
-        Ok(self.write(py, |ix| ix.add(ids, flat, metadata))?)
+        Ok(self.write(py, |ix| {
+            ix.add(ids, flat, metadata)?;
+            if link {
+                ix.link_pending(usize::MAX);
+            }
+            Ok::<_, CoreError>(())
+        })?)
+    }
+
+    /// Links up to `max_count` (default: all) waiting vectors into the graph, oldest first,
+    /// holding the write lock only for them; returns how many were linked.
+    #[pyo3(signature = (max_count=None))]
+    fn link_pending(&self, py: Python<'_>, max_count: Option<i64>) -> PyResult<usize> {
+        let max_count = max_count
+            .map(|n| count("max_count", n))
+            .transpose()?
+            .unwrap_or(usize::MAX);
+        Ok(self.write(py, |ix| ix.link_pending(max_count)))
+    }
+
+    /// How many vectors wait to be linked into the graph.
+    #[getter]
+    fn pending(&self, py: Python<'_>) -> usize {
+        self.read(py, |ix| ix.pending_len())
     }
 
     /// Deletes vectors by id; returns how many existed.

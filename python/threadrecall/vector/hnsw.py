@@ -7,6 +7,11 @@ index file is loaded if its generation matches, caught up if it lags (rows writt
 deleted after its generation are replayed), and rebuilt if it is missing or unreadable.
 Writes land in DuckDB inside one transaction and reach the graph only after it commits, so a
 rolled-back outer transaction leaves the index untouched.
+
+A committed vector is searchable at once but joins the graph later: a background daemon thread
+links waiting vectors a small chunk at a time (each chunk holds the index's write lock only
+briefly), and sleeps while there is nothing to link. Searches stay exact for vectors still
+waiting. ``link()`` links everything now; the index file saves the waiting queue as it is.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import functools
 import itertools
 import json
+import weakref
 import re
 import threading
 import uuid
@@ -46,6 +52,10 @@ PROGRESS_FROM = 20_000
 REBUILD_BATCH = 5_000
 # Metadata texts kept in memory per index, so a query needs no database read.
 METADATA_CACHE = 100_000
+# Vectors the background linker links per hold of an index's write lock.
+LINK_CHUNK = 64
+# Seconds an idle linker sleeps before looking again (a write wakes it sooner).
+LINK_IDLE_WAIT = 5.0
 
 MIGRATIONS = [
     """CREATE TABLE vector_indexes (
@@ -89,6 +99,48 @@ class _Loaded:
             del self.metadata[stale]
 
 
+class _Linker:
+    """A daemon thread linking waiting vectors into the graphs of loaded indexes, one chunk
+    at a time, round-robin; started by the first wake-up, asleep while there is no work."""
+
+    def __init__(self, loaded: dict[str, _Loaded]) -> None:
+        self._loaded = loaded  # the store's own dict, read as a snapshot each round
+        self._wake = threading.Event()
+        self._guard = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def wake(self) -> None:
+        """Start the thread if needed and tell it there may be work."""
+        with self._guard:
+            if self._stopped:
+                return
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="threadrecall-linker", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop the thread after its current chunk; no later wake-up restarts it."""
+        with self._guard:
+            self._stopped = True
+            thread = self._thread
+        self._wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        while not self._stopped:
+            self._wake.clear()
+            linked = 0
+            for loaded in list(self._loaded.values()):
+                if self._stopped:
+                    return
+                linked += loaded.index.link_pending(LINK_CHUNK)
+            if not linked:
+                self._wake.wait(LINK_IDLE_WAIT)
+
+
 class HnswVectorStore:
     """Named vector indexes in DuckDB, searched through an in-memory HNSW graph.
 
@@ -100,6 +152,11 @@ class HnswVectorStore:
     ['a']
     >>> [r.id for r in store.query("docs", [1, 0, 0], filter={"thread_id": "t2"})]
     ['b']
+    >>> store.link("docs")  # link the waiting vectors into the graph now
+    >>> store.close()
+
+    With ``background_linking`` (the default) a daemon thread links new vectors into the graph
+    while the store is open; without it they wait for ``link()`` (searches are exact either way).
     """
 
     def __init__(
@@ -109,6 +166,7 @@ class HnswVectorStore:
         m: int = 16,
         ef_construction: int = 200,
         ef_search: int | None = None,
+        background_linking: bool = True,
     ) -> None:
         for label, value in (("m", m), ("ef_construction", ef_construction)):
             if not _is_int(value) or value < 1:
@@ -130,6 +188,9 @@ class HnswVectorStore:
         self.m, self.ef_construction, self.ef_search = m, ef_construction, ef_search
         self._lock = threading.RLock()
         self._loaded: dict[str, _Loaded] = {}
+        self._linker = _Linker(self._loaded) if background_linking else None
+        if self._linker is not None:
+            weakref.finalize(self, self._linker.stop)
         self.db.migrate("vector", MIGRATIONS)
 
     # ---- indexes ----
@@ -332,8 +393,21 @@ class HnswVectorStore:
 
     # ---- lifecycle ----
 
+    def link(self, name: str | None = None) -> None:
+        """Link every waiting vector of ``name`` (default: of every loaded index) into its graph
+        now, a chunk at a time so searches can run in between."""
+        if name is None:
+            indexes = [loaded.index for loaded in list(self._loaded.values())]
+        else:
+            self._info(name)
+            indexes = [self._load(name).index]
+        for index in indexes:
+            while index.link_pending(LINK_CHUNK):
+                pass
+
     def flush(self) -> None:
-        """Save every index whose file lags behind the database."""
+        """Save every index whose file lags behind the database (vectors still waiting to be
+        linked are saved as waiting)."""
         if self.db.in_memory:
             return
         with self._lock:
@@ -342,7 +416,10 @@ class HnswVectorStore:
                     self._save(name, loaded)
 
     def close(self) -> None:
-        """Save the index files; close the database if this store opened it."""
+        """Stop the background linker, save the index files, and close the database if this
+        store opened it."""
+        if self._linker is not None:
+            self._linker.stop()
         self.flush()
         with self._lock:
             self._loaded.clear()
@@ -385,6 +462,7 @@ class HnswVectorStore:
             loaded.index.add(ids, rows, metadata)
             loaded.remember(ids, texts)
             self._advance(name, loaded, generation, len(ids))
+        self._wake_linker()
 
     def _apply_delete(self, name, generation, ids) -> None:
         with self._lock:
@@ -395,6 +473,10 @@ class HnswVectorStore:
             for i in ids:
                 loaded.metadata.pop(i, None)
             self._advance(name, loaded, generation, len(ids))
+
+    def _wake_linker(self) -> None:
+        if self._linker is not None:
+            self._linker.wake()
 
     def _advance(self, name: str, loaded: _Loaded, generation: int, changes: int) -> None:
         loaded.generation = generation
@@ -426,7 +508,9 @@ class HnswVectorStore:
             if loaded is None:
                 loaded = self._open(name)
                 self._loaded[name] = loaded
-            return loaded
+        if loaded.index.pending:
+            self._wake_linker()
+        return loaded
 
     def _open(self, name: str) -> _Loaded:
         dimension, metric, generation = self._info(name)
