@@ -72,6 +72,27 @@ impl Visited {
     }
 }
 
+/// How to link one queued slot, worked out by [`Graph::plan_link`].
+#[derive(Debug)]
+pub struct LinkPlan {
+    slot: u32,
+    /// The graph's epoch when planned; the plan is valid only while it is unchanged.
+    epoch: u64,
+    /// `(slot, level, links)` to write, the linked slot's own lists included.
+    lists: Vec<(u32, usize, Vec<u32>)>,
+}
+
+/// What [`Graph::apply_link`] did with a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Linked {
+    /// The slot is linked.
+    Yes,
+    /// The slot had been deleted: it left the queue unlinked.
+    Dropped,
+    /// The graph changed since the plan was made; nothing was written.
+    Stale,
+}
+
 /// Construction parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Params {
@@ -130,6 +151,9 @@ pub struct Graph {
     pub(crate) entry: u32,
     /// Stored but not yet linked, in arrival order; may hold deleted slots, skipped on use.
     pub(crate) pending: VecDeque<u32>,
+    /// Counts changes to the links and the queue's head (not persisted), so a link plan made
+    /// under a read lock can tell whether it still holds.
+    pub(crate) epoch: u64,
     visited_pool: Mutex<Vec<Visited>>,
 }
 
@@ -147,6 +171,7 @@ impl Graph {
             n_deleted: 0,
             entry: NONE,
             pending: VecDeque::new(),
+            epoch: 0,
             visited_pool: Mutex::new(Vec::new()),
         }
     }
@@ -301,11 +326,10 @@ impl Graph {
     pub fn link_pending(&mut self, max_count: usize) -> usize {
         let mut linked = 0;
         while linked < max_count {
-            let Some(slot) = self.pending.pop_front() else {
+            let Some(plan) = self.plan_link() else {
                 break;
             };
-            if !self.deleted[slot as usize] {
-                self.link(slot);
+            if self.apply_link(plan) == Linked::Yes {
                 linked += 1;
             }
         }
@@ -320,20 +344,30 @@ impl Graph {
             .filter(|&s| !self.deleted[s as usize])
     }
 
-    /// Connects a stored, unlinked slot to its nearest linked neighbours at each level.
-    fn link(&mut self, slot: u32) {
-        let level = self.levels[slot as usize] as usize;
+    /// Works out, without changing anything, how to link the oldest queued live slot: the
+    /// neighbour searches at every level and the pruned lists of the neighbours that link
+    /// back. This is nearly all the cost of linking, so it can run beside searches (under a
+    /// read lock); [`Graph::apply_link`] then writes the lists. `None` when nothing is queued.
+    pub fn plan_link(&self) -> Option<LinkPlan> {
+        let slot = self.pending().next()?;
+        let mut plan = LinkPlan {
+            slot,
+            epoch: self.epoch,
+            lists: Vec::new(),
+        };
         if self.entry == NONE {
-            self.entry = slot;
-            return;
+            return Some(plan);
         }
-        let q: Vec<f32> = self.vector(slot).to_vec();
+        let level = self.levels[slot as usize] as usize;
+        let q = self.vector(slot);
         let top = self.levels[self.entry as usize] as usize;
-        let mut ep = self.greedy_descent(&q, self.entry, top, level);
+        let mut ep = self.greedy_descent(q, self.entry, top, level);
         let mut visited = self.checkout_visited();
+        // A level's search reads only that level's links, so writing the upper levels' lists
+        // first (as one-at-a-time insertion does) would not change it.
         for lc in (0..=level.min(top)).rev() {
             let found = self.search_layer(
-                &q,
+                q,
                 &ep,
                 self.params.ef_construction,
                 lc,
@@ -341,30 +375,63 @@ impl Graph {
                 |_| true,
             );
             let chosen = self.select_neighbours(&found, self.params.m);
-            self.set_links(slot, lc, &chosen);
             for &n in &chosen {
-                self.add_back_link(n, slot, lc);
+                if let Some(list) = self.with_back_link(n, slot, lc) {
+                    plan.lists.push((n, lc, list));
+                }
             }
+            plan.lists.push((slot, lc, chosen));
             ep = found;
         }
         self.return_visited(visited);
-        if level > top {
-            self.entry = slot;
-        }
+        Some(plan)
     }
 
-    /// Links `from` back to `to` at `level`, pruning `from`'s list with the heuristic if full.
-    fn add_back_link(&mut self, from: u32, to: u32, level: usize) {
+    /// Writes a plan from [`Graph::plan_link`] if the graph's links and queue have not changed
+    /// since it was made (else `Linked::Stale`: plan again). A slot deleted meanwhile leaves
+    /// the queue unlinked.
+    pub fn apply_link(&mut self, plan: LinkPlan) -> Linked {
+        if plan.epoch != self.epoch {
+            return Linked::Stale;
+        }
+        while let Some(&front) = self.pending.front() {
+            if front == plan.slot {
+                break;
+            }
+            if !self.deleted[front as usize] {
+                return Linked::Stale;
+            }
+            self.pending.pop_front();
+        }
+        if self.pending.pop_front() != Some(plan.slot) {
+            return Linked::Stale;
+        }
+        self.epoch += 1;
+        if self.deleted[plan.slot as usize] {
+            return Linked::Dropped;
+        }
+        for (node, level, list) in &plan.lists {
+            self.set_links(*node, *level, list);
+        }
+        let level = self.levels[plan.slot as usize];
+        if self.entry == NONE || level > self.levels[self.entry as usize] {
+            self.entry = plan.slot;
+        }
+        Linked::Yes
+    }
+
+    /// `from`'s links at `level` once `to` joins them, pruned with the heuristic if full;
+    /// `None` if `to` is there already.
+    fn with_back_link(&self, from: u32, to: u32, level: usize) -> Option<Vec<u32>> {
         let cap = if level == 0 { self.m0() } else { self.params.m };
         let current = self.links(from, level);
         if current.contains(&to) {
-            return;
+            return None;
         }
         if current.len() < cap {
             let mut next = current.to_vec();
             next.push(to);
-            self.set_links(from, level, &next);
-            return;
+            return Some(next);
         }
         let base = self.vector(from);
         let mut pool: Vec<Near> = current
@@ -376,8 +443,7 @@ impl Graph {
             })
             .collect();
         pool.sort_unstable();
-        let kept = self.select_neighbours(&pool, cap);
-        self.set_links(from, level, &kept);
+        Some(self.select_neighbours(&pool, cap))
     }
 
     /// The neighbour-selection heuristic: walk candidates nearest first and keep one only if
@@ -552,6 +618,7 @@ impl Graph {
             n_deleted,
             entry,
             pending,
+            epoch: 0,
             visited_pool: Mutex::new(Vec::new()),
         };
         graph.advise_huge_pages();
@@ -759,6 +826,31 @@ pub(crate) mod tests {
         let got = g.search(&q, 10, 100, |s| s % 7 == 0);
         assert_eq!(got.len(), 10);
         assert!(got.iter().all(|n| n.slot % 7 == 0));
+    }
+
+    #[test]
+    fn a_plan_outdated_by_another_link_or_a_delete_writes_nothing_wrong() {
+        // seed 14
+        let data = clustered(14, 200, 8, 4);
+        let mut g = Graph::new(Params::new(8, Metric::Cosine, 8, 40, 1).unwrap());
+        for v in &data {
+            g.push(v);
+        }
+        g.link_pending(100);
+        let stale = g.plan_link().unwrap();
+        assert_eq!(g.link_pending(1), 1);
+        let before = g.links0.clone();
+        assert_eq!(g.apply_link(stale), Linked::Stale);
+        assert_eq!(g.links0, before);
+        let plan = g.plan_link().unwrap();
+        let slot = g.pending().next().unwrap();
+        assert!(g.mark_deleted(slot));
+        assert_eq!(g.apply_link(plan), Linked::Dropped);
+        assert_eq!(g.links0, before);
+        assert_eq!(g.pending().count(), 98);
+        assert_eq!(g.link_pending(usize::MAX), 98);
+        assert!(g.plan_link().is_none());
+        assert!(g.validate().is_ok());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
 use crate::filter::{Filter, Input, Record, Value};
-use crate::hnsw::{Graph, Near, Params};
+use crate::hnsw::{Graph, LinkPlan, Linked, Near, Params};
 use crate::planner::{self, Postings};
 
 /// Compaction starts when tombstones exceed this fraction of all slots...
@@ -195,6 +195,17 @@ impl VectorIndex {
         self.graph.link_pending(max_count)
     }
 
+    /// How to link the oldest waiting vector, worked out without changing anything (so under
+    /// a read lock, beside searches); `None` when none waits. See [`Graph::plan_link`].
+    pub fn plan_link(&self) -> Option<LinkPlan> {
+        self.graph.plan_link()
+    }
+
+    /// Writes a plan from [`VectorIndex::plan_link`] unless the graph changed meanwhile.
+    pub fn apply_link(&mut self, plan: LinkPlan) -> Linked {
+        self.graph.apply_link(plan)
+    }
+
     /// How many live vectors wait to be linked into the graph.
     pub fn pending_len(&self) -> usize {
         self.graph.pending().count()
@@ -325,6 +336,8 @@ impl VectorIndex {
         let n_relink = relink.len();
         graph.pending = relink.into_iter().chain(requeue).collect();
         graph.link_pending(n_relink);
+        // Plans made against the old graph must not fit the new one.
+        graph.epoch += self.graph.epoch + 1;
         *self = VectorIndex::from_graph(graph, ids, records);
     }
 

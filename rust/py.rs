@@ -380,6 +380,7 @@ use std::path::PathBuf;
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 
 use crate::distance::Metric;
+use crate::hnsw::Linked;
 use crate::index::{Hit, VectorIndex};
 use crate::persist;
 
@@ -482,15 +483,31 @@ impl PyVectorIndex {
         })?)
     }
 
-    /// Links up to `max_count` (default: all) waiting vectors into the graph, oldest first,
-    /// holding the write lock only for them; returns how many were linked.
+    /// Links up to `max_count` (default: all) waiting vectors into the graph, oldest first;
+    /// returns how many were linked. Each is planned under the read lock, beside searches,
+    /// and written under the write lock, held only to copy a few link lists.
     #[pyo3(signature = (max_count=None))]
     fn link_pending(&self, py: Python<'_>, max_count: Option<i64>) -> PyResult<usize> {
         let max_count = max_count
             .map(|n| count("max_count", n))
             .transpose()?
             .unwrap_or(usize::MAX);
-        Ok(self.write(py, |ix| ix.link_pending(max_count)))
+        let lock = &self.inner;
+        Ok(py.detach(|| {
+            let mut linked = 0;
+            while linked < max_count {
+                let plan = lock
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .plan_link();
+                let Some(plan) = plan else { break };
+                let mut ix = lock.write().unwrap_or_else(PoisonError::into_inner);
+                if ix.apply_link(plan) == Linked::Yes {
+                    linked += 1;
+                }
+            }
+            linked
+        }))
     }
 
     /// How many vectors wait to be linked into the graph.
