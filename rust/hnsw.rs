@@ -407,6 +407,9 @@ impl Graph {
             return Linked::Stale;
         }
         self.epoch += 1;
+        if self.pending.is_empty() {
+            self.pending.shrink_to_fit(); // a drained queue holds no memory
+        }
         if self.deleted[plan.slot as usize] {
             return Linked::Dropped;
         }

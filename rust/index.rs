@@ -11,9 +11,10 @@ use std::collections::HashMap;
 
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
-use crate::filter::{Filter, Input, Record, Value};
+use crate::filter::{Filter, Input, Record};
 use crate::hnsw::{Graph, LinkPlan, Linked, Near, Params};
 use crate::planner::{self, Postings};
+use crate::records::RecordTable;
 
 /// Compaction starts when tombstones exceed this fraction of all slots...
 const COMPACT_FRACTION: f64 = 0.3;
@@ -39,7 +40,7 @@ pub struct Hit {
 pub struct VectorIndex {
     pub(crate) graph: Graph,
     pub(crate) ids: Vec<Box<str>>,
-    pub(crate) records: Vec<Record>,
+    pub(crate) records: RecordTable,
     pub(crate) slot_of: HashMap<Box<str>, u32>,
     pub(crate) postings: Postings,
 }
@@ -57,7 +58,7 @@ impl VectorIndex {
         Ok(VectorIndex::from_graph(
             Graph::new(params),
             Vec::new(),
-            Vec::new(),
+            RecordTable::new(),
         ))
     }
 
@@ -65,7 +66,7 @@ impl VectorIndex {
     pub(crate) fn from_graph(
         graph: Graph,
         ids: Vec<Box<str>>,
-        records: Vec<Record>,
+        records: RecordTable,
     ) -> VectorIndex {
         let mut index = VectorIndex {
             graph,
@@ -77,7 +78,7 @@ impl VectorIndex {
         for slot in 0..index.ids.len() as u32 {
             if !index.graph.is_deleted(slot) {
                 index.slot_of.insert(index.ids[slot as usize].clone(), slot);
-                index.postings.add(slot, &index.records[slot as usize]);
+                index.postings.add(slot, &index.records.get(slot));
             }
         }
         index
@@ -163,7 +164,7 @@ impl VectorIndex {
     pub fn add(&mut self, ids: Vec<String>, vectors: &[f32], metadata: Vec<Input>) -> Result<()> {
         self.check_batch(&ids, vectors, &metadata)?;
         let dim = self.dim();
-        let mut records: Vec<Record> = metadata.into_iter().map(Record::from_input).collect();
+        let records: Vec<Record> = metadata.into_iter().map(Record::from_input).collect();
         let mut last: HashMap<&str, usize> = HashMap::with_capacity(ids.len());
         for (i, id) in ids.iter().enumerate() {
             last.insert(id, i);
@@ -180,12 +181,11 @@ impl VectorIndex {
         for i in order {
             let id: Box<str> = ids[i].as_str().into();
             self.remove_one(&id);
-            let record = std::mem::take(&mut records[i]);
             let slot = self.graph.push(&vectors[i * dim..(i + 1) * dim]);
-            self.postings.add(slot, &record);
+            self.postings.add(slot, &records[i]);
             self.slot_of.insert(id.clone(), slot);
             self.ids.push(id);
-            self.records.push(record);
+            self.records.push_record(&records[i]);
         }
         Ok(())
     }
@@ -218,7 +218,7 @@ impl VectorIndex {
         self.graph.mark_deleted(slot);
         let graph = &self.graph;
         self.postings
-            .remove(&self.records[slot as usize], |s| graph.is_deleted(s));
+            .remove(&self.records.get(slot), |s| graph.is_deleted(s));
         true
     }
 
@@ -319,7 +319,8 @@ impl VectorIndex {
         self.graph.pending().for_each(|s| queued[s as usize] = true);
         let mut graph = Graph::new(*self.graph.params());
         let mut ids = Vec::with_capacity(self.len());
-        let mut records = Vec::with_capacity(self.len());
+        let mut records = RecordTable::new();
+        records.reserve(self.len());
         let (mut relink, mut requeue) = (Vec::new(), Vec::new());
         for slot in 0..self.graph.slots() as u32 {
             if !self.graph.is_deleted(slot) {
@@ -330,7 +331,7 @@ impl VectorIndex {
                     relink.push(new);
                 }
                 ids.push(std::mem::take(&mut self.ids[slot as usize]));
-                records.push(std::mem::take(&mut self.records[slot as usize]));
+                records.push(self.records.get(slot).iter());
             }
         }
         let n_relink = relink.len();
@@ -362,21 +363,7 @@ impl VectorIndex {
         let ids = self.ids.capacity() * 16
             + self.ids.iter().map(|s| heap(s.len())).sum::<usize>() * 2
             + self.slot_of.capacity() * (16 + 4 + 4);
-        let value = |v: &Value| match v {
-            Value::Str(s) => heap(s.len()),
-            _ => 0,
-        };
-        let records = self.records.capacity() * 24
-            + self
-                .records
-                .iter()
-                .map(|r| {
-                    heap(r.len() * std::mem::size_of::<(Box<str>, Value)>())
-                        + r.iter()
-                            .map(|(k, v)| heap(k.len()) + value(v))
-                            .sum::<usize>()
-                })
-                .sum::<usize>();
+        let records = self.records.memory_bytes(ALLOC);
         MemoryUse {
             vectors: g.vectors.capacity() * 4,
             graph,

@@ -10,6 +10,7 @@ pub mod hnsw;
 pub mod index;
 pub mod persist;
 pub mod planner;
+pub mod records;
 
 #[cfg(feature = "python")]
 mod py;

@@ -12,9 +12,10 @@ use std::path::Path;
 
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
-use crate::filter::{Record, Value};
+use crate::filter::{Record, Scalar, Value};
 use crate::hnsw::{advise_huge_pages, Graph, Params};
 use crate::index::VectorIndex;
+use crate::records::RecordTable;
 
 const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
 pub const FORMAT_VERSION: u32 = 2;
@@ -75,8 +76,9 @@ fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
     w.u64(g.pending.len() as u64);
     g.pending.iter().for_each(|&s| w.u32(s));
     index.ids.iter().for_each(|id| w.str(id));
-    for record in &index.records {
-        w.u32(record.len() as u32);
+    for slot in 0..index.records.len() as u32 {
+        let record = index.records.get(slot);
+        w.u32(record.iter().count() as u32);
         for (key, value) in record.iter() {
             w.str(key);
             w.value(value);
@@ -130,14 +132,15 @@ fn decode(bytes: &[u8]) -> Result<(VectorIndex, u64)> {
     for _ in 0..slots {
         ids.push(r.str()?);
     }
-    let mut records: Vec<Record> = Vec::with_capacity(slots);
+    let mut records = RecordTable::new();
+    records.reserve(slots);
     for _ in 0..slots {
         let mut record = Record::new();
         for _ in 0..r.u32()? {
             let key = r.str()?;
             record.set(&key, r.value()?);
         }
-        records.push(record);
+        records.push_record(&record);
     }
     if r.at != body.len() {
         return Err(corrupt("trailing bytes"));
@@ -180,23 +183,23 @@ impl Writer {
         self.u32(s.len() as u32);
         self.0.extend_from_slice(s.as_bytes());
     }
-    fn value(&mut self, v: &Value) {
+    fn value(&mut self, v: Scalar<'_>) {
         match v {
-            Value::Null => self.0.push(0),
-            Value::Bool(b) => self.0.extend_from_slice(&[1, *b as u8]),
-            Value::Int(i) => {
+            Scalar::Null => self.0.push(0),
+            Scalar::Bool(b) => self.0.extend_from_slice(&[1, b as u8]),
+            Scalar::Int(i) => {
                 self.0.push(2);
                 self.0.extend_from_slice(&i.to_le_bytes());
             }
-            Value::Float(f) => {
+            Scalar::Float(f) => {
                 self.0.push(3);
                 self.0.extend_from_slice(&f.to_le_bytes());
             }
-            Value::Str(s) => {
+            Scalar::Str(s) => {
                 self.0.push(4);
                 self.str(s);
             }
-            Value::Other => self.0.push(5),
+            Scalar::Other => self.0.push(5),
         }
     }
 }

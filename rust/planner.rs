@@ -5,7 +5,7 @@
 
 use std::collections::{BinaryHeap, HashMap};
 
-use crate::filter::{Filter, Record, Value};
+use crate::filter::{Fields, Filter, Scalar, Value};
 use crate::hnsw::{prefetch_vector, Near};
 use crate::index::VectorIndex;
 
@@ -42,10 +42,13 @@ pub struct Postings {
 }
 
 impl Postings {
-    pub fn add(&mut self, slot: u32, record: &Record) {
+    pub fn add<R: Fields + ?Sized>(&mut self, slot: u32, record: &R) {
         for (key, map) in POSTED_KEYS.iter().zip(self.lists.iter_mut()) {
-            if let Some(Value::Str(v)) = record.get(key) {
-                let list = map.entry(v.clone()).or_default();
+            if let Some(Scalar::Str(v)) = record.field(key) {
+                let list = match map.get_mut(v) {
+                    Some(list) => list,
+                    None => map.entry(v.into()).or_default(),
+                };
                 list.slots.push(slot);
                 list.live += 1;
             }
@@ -53,9 +56,9 @@ impl Postings {
     }
 
     /// Forgets a slot that `is_deleted` now reports as deleted.
-    pub fn remove(&mut self, record: &Record, is_deleted: impl Fn(u32) -> bool) {
+    pub fn remove<R: Fields + ?Sized>(&mut self, record: &R, is_deleted: impl Fn(u32) -> bool) {
         for (key, map) in POSTED_KEYS.iter().zip(self.lists.iter_mut()) {
-            if let Some(Value::Str(v)) = record.get(key) {
+            if let Some(Scalar::Str(v)) = record.field(key) {
                 if let Some(list) = map.get_mut(v) {
                     list.live -= 1;
                     if list.live == 0 {
@@ -119,9 +122,9 @@ impl Postings {
 }
 
 /// The order vectors of one batch are stored in: by resource, then thread.
-pub fn locality_key(record: &Record) -> [Option<&str>; 2] {
-    POSTED_KEYS.map(|key| match record.get(key) {
-        Some(Value::Str(s)) => Some(&**s),
+pub fn locality_key<R: Fields + ?Sized>(record: &R) -> [Option<&str>; 2] {
+    POSTED_KEYS.map(|key| match record.field(key) {
+        Some(Scalar::Str(s)) => Some(s),
         _ => None,
     })
 }
@@ -192,7 +195,7 @@ fn estimate(index: &VectorIndex, filter: &Filter) -> usize {
             continue;
         }
         seen += 1;
-        passed += filter.matches(&index.records[slot]) as usize;
+        passed += filter.matches(&index.records.get(slot as u32)) as usize;
     }
     if seen == 0 {
         return 0;
@@ -276,7 +279,7 @@ impl<'f> Gate<'f> {
 
     #[inline]
     fn allows(&self, index: &VectorIndex, slot: u32) -> bool {
-        let passes = |f: &Filter| f.matches(&index.records[slot as usize]);
+        let passes = |f: &Filter| f.matches(&index.records.get(slot));
         match self {
             Gate::All => true,
             Gate::Bits(bits) => bits.has(slot),
@@ -290,7 +293,7 @@ impl<'f> Gate<'f> {
 pub fn allowed_slots(index: &VectorIndex, filter: Option<&Filter>) -> Vec<u32> {
     let g = &index.graph;
     let passes =
-        |s: u32| !g.is_deleted(s) && filter.is_none_or(|f| f.matches(&index.records[s as usize]));
+        |s: u32| !g.is_deleted(s) && filter.is_none_or(|f| f.matches(&index.records.get(s)));
     match filter.and_then(|f| index.postings.candidates_for(f)) {
         // The lists are exactly what the filter allows: no record need be read.
         Some((lists, true)) => lists
@@ -492,7 +495,7 @@ mod tests {
         let (idx, data) = index(20000);
         let f = filter(map(vec![("resource_id", s("r1"))]));
         assert!(matches!(plan(&idx, 10, Some(&f), None), Plan::Graph { .. }));
-        let r1 = Value::Str("r1".into());
+
         let mut hits = 0;
         for q in data.iter().step_by(97).take(100) {
             let mut q = q.clone();
@@ -500,7 +503,7 @@ mod tests {
             let got = search(&idx, &q, 10, Some(&f), None);
             assert!(got
                 .iter()
-                .all(|n| idx.records[n.slot as usize].get("resource_id") == Some(&r1)));
+                .all(|n| idx.records.get(n.slot).field("resource_id") == Some(Scalar::Str("r1"))));
             let want = ids(&exact(&idx, &q, 10, allowed_slots(&idx, Some(&f))), &idx);
             let got = ids(&got, &idx);
             hits += want.iter().filter(|w| got.contains(w)).count();
