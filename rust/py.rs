@@ -444,16 +444,18 @@ impl PyVectorIndex {
         })
     }
 
-    /// Inserts or replaces vectors by id; `vectors` is float32 `(len(ids), dim)`. They are
+    /// Inserts or replaces vectors by id; `vectors` is float32 `(len(ids), dim)`; metadata
+    /// as dicts, or as JSON texts in `metadata_json` (parsed without the GIL). They are
     /// searchable at once; with `link=False` they wait for `link_pending` to join the graph,
     /// with `link=True` the graph links them (and any earlier backlog) before returning.
-    #[pyo3(signature = (ids, vectors, metadata, link=false))]
+    #[pyo3(signature = (ids, vectors, metadata=None, *, metadata_json=None, link=false))]
     fn add(
         &self,
         py: Python<'_>,
         ids: Vec<String>,
         vectors: PyReadonlyArray2<'_, f32>,
-        metadata: Vec<Bound<'_, PyAny>>,
+        metadata: Option<Vec<Bound<'_, PyAny>>>,
+        metadata_json: Option<Vec<String>>,
         link: bool,
     ) -> PyResult<()> {
         let (rows, cols) = (vectors.shape()[0], vectors.shape()[1]);
@@ -470,10 +472,27 @@ impl PyVectorIndex {
             return Err(CoreError::InvalidArgument(text).into());
         }
         let flat = contiguous(&vectors)?;
-        let metadata = metadata
-            .iter()
-            .map(input_from_py)
-            .collect::<PyResult<Vec<_>>>()?;
+        let metadata = match (metadata, metadata_json) {
+            (Some(dicts), None) => dicts
+                .iter()
+                .map(input_from_py)
+                .collect::<PyResult<Vec<_>>>()?,
+            (None, Some(texts)) => py.detach(|| {
+                texts
+                    .iter()
+                    .map(|t| Input::from_json(t))
+                    .collect::<crate::Result<Vec<_>>>()
+                    .map_err(|_| {
+                        CoreError::InvalidArgument(
+                            "metadata_json holds a text that is not JSON".into(),
+                        )
+                    })
+            })?,
+            _ => {
+                let text = "give exactly one of metadata and metadata_json";
+                return Err(CoreError::InvalidArgument(text.into()).into());
+            }
+        };
         Ok(self.write(py, |ix| {
             ix.add(ids, flat, metadata)?;
             if link {

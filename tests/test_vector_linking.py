@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from threadrecall import Memory
 from threadrecall._core import VectorIndex
 from threadrecall.embedders import HashEmbedder
+from threadrecall.errors import InvalidArgumentError
 from threadrecall.storage import DuckDBStorage
 from threadrecall.vector import HnswVectorStore
 
@@ -115,3 +117,26 @@ def test_memory_recalls_messages_right_after_saving_them(tmp_path, scope):
     result = memory.recall("t1", resource_id="r1", vector_search_string=texts[123],
                            thread_config={"semantic_recall": {"scope": scope}})
     assert [m.id for m in result.messages] == ["m123"]
+
+
+def test_metadata_as_json_texts_filters_like_dicts():
+    data = unit(8, 3)  # seed 8
+    rows = [{"thread_id": "t1", "n": 2**70}, {"thread_id": "t2", "n": -1.5}, None]
+    by_dict, by_text = VectorIndex(DIM), VectorIndex(DIM)
+    by_dict.add(["a", "b", "c"], data, rows)
+    by_text.add(["a", "b", "c"], data, metadata_json=[json.dumps(r) for r in rows])
+    for f in ({"thread_id": "t1"}, {"n": {"$gt": 0}}, {"n": {"$exists": False}}):
+        assert sorted(by_text.ids_where(f)) == sorted(by_dict.ids_where(f))
+    with pytest.raises(InvalidArgumentError):
+        by_text.add(["d"], data[:1], metadata_json=["{not json"])
+    with pytest.raises(InvalidArgumentError):
+        by_text.add(["d"], data[:1])
+    assert len(by_text) == 3
+
+
+def test_store_keeps_metadata_only_python_json_reads():
+    with HnswVectorStore(background_linking=False) as store:
+        store.create_index("docs", DIM)
+        store.upsert("docs", unit(9, 2), ids=["a", "b"], metadata=[{"x": float("nan")}, {"y": 1}])  # seed 9
+        hits = store.query("docs", unit(9, 1)[0], filter={"x": {"$exists": True}})
+        assert [h.id for h in hits] == ["a"]

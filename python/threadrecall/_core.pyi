@@ -74,9 +74,16 @@ class VectorIndex:
         self, dim: int, metric: str = "cosine", m: int = 16, ef_construction: int = 200, seed: int = 0
     ) -> None: ...
     def add(
-        self, ids: list[str], vectors: Any, metadata: list[dict[str, Any] | None], link: bool = False
+        self,
+        ids: list[str],
+        vectors: Any,
+        metadata: list[dict[str, Any] | None] | None = None,
+        *,
+        metadata_json: list[str] | None = None,
+        link: bool = False,
     ) -> None:
-        """Insert or replace by id; ``vectors`` is C-contiguous float32 ``(len(ids), dim)``.
+        """Insert or replace by id; ``vectors`` is C-contiguous float32 ``(len(ids), dim)``;
+        metadata as dicts or as JSON texts (``metadata_json``), exactly one of the two.
 
         Searchable at once; linked into the graph by ``link_pending`` (or before returning
         when ``link`` is true).

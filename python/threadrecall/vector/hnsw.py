@@ -258,7 +258,8 @@ class HnswVectorStore:
         metadata: Sequence[dict[str, Any]] | None = None,
     ) -> list[str]:
         """Insert or replace vectors by id; returns the ids (uuid4 strings when none given)."""
-        dimension, _, _ = self._info(name)
+        loaded = self._loaded.get(name)  # a loaded index exists: no catalogue lookup needed
+        dimension = loaded.index.dim if loaded is not None else self._info(name)[0]
         matrix = _as_matrix(vectors, dimension)
         n = len(matrix)
         ids = [str(uuid.uuid4()) for _ in range(n)] if ids is None else list(ids)
@@ -309,11 +310,8 @@ class HnswVectorStore:
                 )
             finally:
                 tx.unregister("vector_batch")
-            # The graph sees metadata as it reads back from the database, so a rebuilt
-            # index filters exactly like this one.
-            stored = [json.loads(t) for t in texts]
             self.db.on_commit(
-                functools.partial(self._apply_upsert, name, generation, rows_ids, rows, stored, texts)
+                functools.partial(self._apply_upsert, name, generation, rows_ids, rows, texts)
             )
         return ids
 
@@ -464,12 +462,12 @@ class HnswVectorStore:
         ).fetchone()
         return generation
 
-    def _apply_upsert(self, name, generation, ids, rows, metadata, texts) -> None:
+    def _apply_upsert(self, name, generation, ids, rows, texts) -> None:
         with self._lock:
             loaded = self._loaded.get(name)
             if loaded is None:
                 return  # loaded later, straight from the database
-            loaded.index.add(ids, rows, metadata)
+            _add_stored(loaded.index, ids, rows, texts)
             loaded.remember(ids, texts)
             self._advance(name, loaded, generation, len(ids))
         self._wake_linker()
@@ -579,8 +577,7 @@ class HnswVectorStore:
             ids = batch.column("id").to_pylist()
             flat = batch.column("vector").values.to_numpy(zero_copy_only=False)
             vectors = np.ascontiguousarray(flat, dtype=np.float32).reshape(len(ids), dim)
-            metadata = [json.loads(t) for t in batch.column("metadata").to_pylist()]
-            loaded.index.add(ids, vectors, metadata)
+            _add_stored(loaded.index, ids, vectors, batch.column("metadata").to_pylist())
             if progress is not None:
                 progress.update(len(ids))
         if progress is not None:
@@ -610,6 +607,16 @@ class HnswVectorStore:
 
     async def adelete_index(self, name: str) -> None:
         return await asyncio.to_thread(self.delete_index, name)
+
+
+def _add_stored(index: _core.VectorIndex, ids: list[str], vectors: np.ndarray, texts: list[str]) -> None:
+    """Add vectors with their metadata as stored in the database (JSON texts), so the graph
+    filters exactly as a rebuilt one would. Texts holding NaN or infinities, which only
+    Python's JSON reads, go through Python."""
+    try:
+        index.add(ids, vectors, metadata_json=texts)
+    except InvalidArgumentError:
+        index.add(ids, vectors, [json.loads(t) for t in texts])
 
 
 def _lower_priority() -> None:
