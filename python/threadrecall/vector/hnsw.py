@@ -513,11 +513,10 @@ class HnswVectorStore:
             return loaded
         with self.db.transaction(), self._lock:  # no writer may move the generation meanwhile
             loaded = self._loaded.get(name)
-            if loaded is None:
-                loaded = self._open(name)
-                self._loaded[name] = loaded
-        if loaded.index.pending:
-            self._wake_linker()
+            if loaded is not None:
+                return loaded
+            loaded = self._loaded[name] = self._open(name)
+        self._wake_linker()  # a loaded file or a rebuild may bring vectors to link
         return loaded
 
     def _open(self, name: str) -> _Loaded:
