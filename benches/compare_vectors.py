@@ -114,7 +114,7 @@ def main() -> None:
     curves: dict[str, list[tuple[float, float]]] = {"threadrecall": [], "hnswlib": []}
 
     ours = VectorIndex(dim, "cosine", m=16, ef_construction=200, seed=0)
-    _, ours_build = timed(lambda: ours.add(ids, data, metas))
+    _, ours_build = timed(lambda: ours.add(ids, data, metas, link=True))
     theirs = None
     if hnswlib is not None:
         theirs = hnswlib.Index(space="ip", dim=dim)

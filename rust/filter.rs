@@ -118,34 +118,94 @@ impl Value {
         }
     }
 
+    /// The value as a borrowed scalar.
+    pub fn scalar(&self) -> Scalar<'_> {
+        match self {
+            Value::Null => Scalar::Null,
+            Value::Bool(b) => Scalar::Bool(*b),
+            Value::Int(i) => Scalar::Int(*i),
+            Value::Float(f) => Scalar::Float(*f),
+            Value::Str(s) => Scalar::Str(s),
+            Value::Other => Scalar::Other,
+        }
+    }
+
     /// Filter equality: numbers numerically, other types only with their own type.
     pub fn equals(&self, other: &Value) -> bool {
+        self.scalar().equals(other.scalar())
+    }
+
+    /// Filter ordering: numbers against numbers, strings against strings, otherwise none.
+    pub fn order(&self, other: &Value) -> Option<Ordering> {
+        self.scalar().order(other.scalar())
+    }
+}
+
+/// A stored value, borrowed: what a filter compares.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(&'a str),
+    Other,
+}
+
+impl<'a> Scalar<'a> {
+    /// Filter equality: numbers numerically, other types only with their own type.
+    pub fn equals(self, other: Scalar<'_>) -> bool {
         match (self, other) {
-            (Value::Null, Value::Null) => true,
-            (Value::Bool(a), Value::Bool(b)) => a == b,
-            (Value::Str(a), Value::Str(b)) => a == b,
+            (Scalar::Null, Scalar::Null) => true,
+            (Scalar::Bool(a), Scalar::Bool(b)) => a == b,
+            (Scalar::Str(a), Scalar::Str(b)) => a == b,
             _ => compare_numbers(self, other) == Some(Ordering::Equal),
         }
     }
 
     /// Filter ordering: numbers against numbers, strings against strings, otherwise none.
-    pub fn order(&self, other: &Value) -> Option<Ordering> {
+    pub fn order(self, other: Scalar<'_>) -> Option<Ordering> {
         match (self, other) {
-            (Value::Str(a), Value::Str(b)) => Some(a.cmp(b)),
+            (Scalar::Str(a), Scalar::Str(b)) => Some(a.cmp(b)),
             _ => compare_numbers(self, other),
+        }
+    }
+
+    /// An owned copy.
+    pub fn to_value(self) -> Value {
+        match self {
+            Scalar::Null => Value::Null,
+            Scalar::Bool(b) => Value::Bool(b),
+            Scalar::Int(i) => Value::Int(i),
+            Scalar::Float(f) => Value::Float(f),
+            Scalar::Str(s) => Value::Str(s.into()),
+            Scalar::Other => Value::Other,
         }
     }
 }
 
 /// Exact comparison of two numeric values (no rounding of large integers); `None` if either
 /// is not a number or is NaN.
-fn compare_numbers(a: &Value, b: &Value) -> Option<Ordering> {
+fn compare_numbers(a: Scalar<'_>, b: Scalar<'_>) -> Option<Ordering> {
     match (a, b) {
-        (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
-        (Value::Float(x), Value::Float(y)) => x.partial_cmp(y),
-        (Value::Int(x), Value::Float(y)) => compare_int_float(*x, *y),
-        (Value::Float(x), Value::Int(y)) => compare_int_float(*y, *x).map(Ordering::reverse),
+        (Scalar::Int(x), Scalar::Int(y)) => Some(x.cmp(&y)),
+        (Scalar::Float(x), Scalar::Float(y)) => x.partial_cmp(&y),
+        (Scalar::Int(x), Scalar::Float(y)) => compare_int_float(x, y),
+        (Scalar::Float(x), Scalar::Int(y)) => compare_int_float(y, x).map(Ordering::reverse),
         _ => None,
+    }
+}
+
+/// What a filter reads: the value stored under a key. [`Record`] is the plain form; an index
+/// keeps its records packed (see `records`).
+pub trait Fields {
+    /// The value stored under `key`, if any.
+    fn field(&self, key: &str) -> Option<Scalar<'_>>;
+}
+
+impl Fields for Record {
+    fn field(&self, key: &str) -> Option<Scalar<'_>> {
+        self.get(key).map(Value::scalar)
     }
 }
 
@@ -301,25 +361,25 @@ impl Filter {
     }
 
     /// Whether `record` passes this filter.
-    pub fn matches(&self, record: &Record) -> bool {
+    pub fn matches<R: Fields + ?Sized>(&self, record: &R) -> bool {
         match self {
             Filter::All => true,
             Filter::And(children) => children.iter().all(|f| f.matches(record)),
             Filter::Or(children) => children.iter().any(|f| f.matches(record)),
             Filter::Not(child) => !child.matches(record),
-            Filter::Eq(key, v) => record.get(key).is_some_and(|s| s.equals(v)),
-            Filter::Ne(key, v) => !record.get(key).is_some_and(|s| s.equals(v)),
+            Filter::Eq(key, v) => record.field(key).is_some_and(|s| s.equals(v.scalar())),
+            Filter::Ne(key, v) => !record.field(key).is_some_and(|s| s.equals(v.scalar())),
             Filter::Gt(key, v) => ordered(record, key, v, Ordering::is_gt),
             Filter::Gte(key, v) => ordered(record, key, v, Ordering::is_ge),
             Filter::Lt(key, v) => ordered(record, key, v, Ordering::is_lt),
             Filter::Lte(key, v) => ordered(record, key, v, Ordering::is_le),
             Filter::In(key, vs) => record
-                .get(key)
-                .is_some_and(|s| vs.iter().any(|v| s.equals(v))),
+                .field(key)
+                .is_some_and(|s| vs.iter().any(|v| s.equals(v.scalar()))),
             Filter::Nin(key, vs) => !record
-                .get(key)
-                .is_some_and(|s| vs.iter().any(|v| s.equals(v))),
-            Filter::Exists(key, wanted) => record.get(key).is_some() == *wanted,
+                .field(key)
+                .is_some_and(|s| vs.iter().any(|v| s.equals(v.scalar()))),
+            Filter::Exists(key, wanted) => record.field(key).is_some() == *wanted,
         }
     }
 
@@ -352,8 +412,16 @@ impl Filter {
     }
 }
 
-fn ordered(record: &Record, key: &str, v: &Value, accept: fn(Ordering) -> bool) -> bool {
-    record.get(key).and_then(|s| s.order(v)).is_some_and(accept)
+fn ordered<R: Fields + ?Sized>(
+    record: &R,
+    key: &str,
+    v: &Value,
+    accept: fn(Ordering) -> bool,
+) -> bool {
+    record
+        .field(key)
+        .and_then(|s| s.order(v.scalar()))
+        .is_some_and(accept)
 }
 
 fn is_metadata_key(key: &str) -> bool {

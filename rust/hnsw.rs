@@ -4,9 +4,15 @@
 //! contiguous block (`[count, n1, .., n_m0]` per slot); upper-level links only for the few slots
 //! that reach them. Levels come from a seeded generator, so the same inserts build the same
 //! graph. Deleted slots stay in the graph as waypoints but are never collected.
+//!
+//! A slot may be stored before it is linked: [`Graph::push`] appends the vector and draws its
+//! level, queueing the slot; [`Graph::link_pending`] links queued slots in arrival order. An
+//! unlinked slot has no links and nothing links to it, so a graph walk never reaches it; the
+//! caller scans [`Graph::pending`] exactly to cover it. Linking the queue in order builds the
+//! same graph as inserting one vector at a time.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Mutex;
 
 use crate::distance::Metric;
@@ -66,6 +72,27 @@ impl Visited {
     }
 }
 
+/// How to link one queued slot, worked out by [`Graph::plan_link`].
+#[derive(Debug)]
+pub struct LinkPlan {
+    slot: u32,
+    /// The graph's epoch when planned; the plan is valid only while it is unchanged.
+    epoch: u64,
+    /// `(slot, level, links)` to write, the linked slot's own lists included.
+    lists: Vec<(u32, usize, Vec<u32>)>,
+}
+
+/// What [`Graph::apply_link`] did with a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Linked {
+    /// The slot is linked.
+    Yes,
+    /// The slot had been deleted: it left the queue unlinked.
+    Dropped,
+    /// The graph changed since the plan was made; nothing was written.
+    Stale,
+}
+
 /// Construction parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Params {
@@ -122,6 +149,11 @@ pub struct Graph {
     pub(crate) deleted: Vec<bool>,
     pub(crate) n_deleted: usize,
     pub(crate) entry: u32,
+    /// Stored but not yet linked, in arrival order; may hold deleted slots, skipped on use.
+    pub(crate) pending: VecDeque<u32>,
+    /// Counts changes to the links and the queue's head (not persisted), so a link plan made
+    /// under a read lock can tell whether it still holds.
+    pub(crate) epoch: u64,
     visited_pool: Mutex<Vec<Visited>>,
 }
 
@@ -138,6 +170,8 @@ impl Graph {
             deleted: Vec::new(),
             n_deleted: 0,
             entry: NONE,
+            pending: VecDeque::new(),
+            epoch: 0,
             visited_pool: Mutex::new(Vec::new()),
         }
     }
@@ -262,9 +296,17 @@ impl Graph {
         advise_huge_pages(&self.links0);
     }
 
-    /// Prepares (for cosine: normalises) and appends a vector, linking it into the graph.
-    /// The caller has checked the length. Returns its slot.
+    /// Prepares (for cosine: normalises) and appends a vector, linking it (and anything
+    /// queued before it) into the graph. The caller has checked the length. Returns its slot.
     pub fn insert(&mut self, vector: &[f32]) -> u32 {
+        let slot = self.push(vector);
+        self.link_pending(usize::MAX);
+        slot
+    }
+
+    /// Prepares and appends a vector and draws its level, queueing it to be linked later
+    /// (see [`Graph::link_pending`]). The caller has checked the length. Returns its slot.
+    pub fn push(&mut self, vector: &[f32]) -> u32 {
         let slot = self.slots() as u32;
         let level = self.draw_level();
         let start = self.vectors.len();
@@ -275,17 +317,57 @@ impl Graph {
         self.upper
             .push(vec![0u32; level * (self.params.m + 1)].into_boxed_slice());
         self.deleted.push(false);
-        if self.entry == NONE {
-            self.entry = slot;
-            return slot;
+        self.pending.push_back(slot);
+        slot
+    }
+
+    /// Links up to `max_count` queued live slots into the graph, oldest first (deleted ones
+    /// are dropped from the queue without counting). Returns how many were linked.
+    pub fn link_pending(&mut self, max_count: usize) -> usize {
+        let mut linked = 0;
+        while linked < max_count {
+            let Some(plan) = self.plan_link() else {
+                break;
+            };
+            if self.apply_link(plan) == Linked::Yes {
+                linked += 1;
+            }
         }
-        let q: Vec<f32> = self.vector(slot).to_vec();
+        linked
+    }
+
+    /// The queued slots not yet linked nor deleted, oldest first.
+    pub fn pending(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pending
+            .iter()
+            .copied()
+            .filter(|&s| !self.deleted[s as usize])
+    }
+
+    /// Works out, without changing anything, how to link the oldest queued live slot: the
+    /// neighbour searches at every level and the pruned lists of the neighbours that link
+    /// back. This is nearly all the cost of linking, so it can run beside searches (under a
+    /// read lock); [`Graph::apply_link`] then writes the lists. `None` when nothing is queued.
+    pub fn plan_link(&self) -> Option<LinkPlan> {
+        let slot = self.pending().next()?;
+        let mut plan = LinkPlan {
+            slot,
+            epoch: self.epoch,
+            lists: Vec::new(),
+        };
+        if self.entry == NONE {
+            return Some(plan);
+        }
+        let level = self.levels[slot as usize] as usize;
+        let q = self.vector(slot);
         let top = self.levels[self.entry as usize] as usize;
-        let mut ep = self.greedy_descent(&q, self.entry, top, level);
+        let mut ep = self.greedy_descent(q, self.entry, top, level);
         let mut visited = self.checkout_visited();
+        // A level's search reads only that level's links, so writing the upper levels' lists
+        // first (as one-at-a-time insertion does) would not change it.
         for lc in (0..=level.min(top)).rev() {
             let found = self.search_layer(
-                &q,
+                q,
                 &ep,
                 self.params.ef_construction,
                 lc,
@@ -293,31 +375,66 @@ impl Graph {
                 |_| true,
             );
             let chosen = self.select_neighbours(&found, self.params.m);
-            self.set_links(slot, lc, &chosen);
             for &n in &chosen {
-                self.add_back_link(n, slot, lc);
+                if let Some(list) = self.with_back_link(n, slot, lc) {
+                    plan.lists.push((n, lc, list));
+                }
             }
+            plan.lists.push((slot, lc, chosen));
             ep = found;
         }
         self.return_visited(visited);
-        if level > top {
-            self.entry = slot;
-        }
-        slot
+        Some(plan)
     }
 
-    /// Links `from` back to `to` at `level`, pruning `from`'s list with the heuristic if full.
-    fn add_back_link(&mut self, from: u32, to: u32, level: usize) {
+    /// Writes a plan from [`Graph::plan_link`] if the graph's links and queue have not changed
+    /// since it was made (else `Linked::Stale`: plan again). A slot deleted meanwhile leaves
+    /// the queue unlinked.
+    pub fn apply_link(&mut self, plan: LinkPlan) -> Linked {
+        if plan.epoch != self.epoch {
+            return Linked::Stale;
+        }
+        while let Some(&front) = self.pending.front() {
+            if front == plan.slot {
+                break;
+            }
+            if !self.deleted[front as usize] {
+                return Linked::Stale;
+            }
+            self.pending.pop_front();
+        }
+        if self.pending.pop_front() != Some(plan.slot) {
+            return Linked::Stale;
+        }
+        self.epoch += 1;
+        if self.pending.is_empty() {
+            self.pending.shrink_to_fit(); // a drained queue holds no memory
+        }
+        if self.deleted[plan.slot as usize] {
+            return Linked::Dropped;
+        }
+        for (node, level, list) in &plan.lists {
+            self.set_links(*node, *level, list);
+        }
+        let level = self.levels[plan.slot as usize];
+        if self.entry == NONE || level > self.levels[self.entry as usize] {
+            self.entry = plan.slot;
+        }
+        Linked::Yes
+    }
+
+    /// `from`'s links at `level` once `to` joins them, pruned with the heuristic if full;
+    /// `None` if `to` is there already.
+    fn with_back_link(&self, from: u32, to: u32, level: usize) -> Option<Vec<u32>> {
         let cap = if level == 0 { self.m0() } else { self.params.m };
         let current = self.links(from, level);
         if current.contains(&to) {
-            return;
+            return None;
         }
         if current.len() < cap {
             let mut next = current.to_vec();
             next.push(to);
-            self.set_links(from, level, &next);
-            return;
+            return Some(next);
         }
         let base = self.vector(from);
         let mut pool: Vec<Near> = current
@@ -329,8 +446,7 @@ impl Graph {
             })
             .collect();
         pool.sort_unstable();
-        let kept = self.select_neighbours(&pool, cap);
-        self.set_links(from, level, &kept);
+        Some(self.select_neighbours(&pool, cap))
     }
 
     /// The neighbour-selection heuristic: walk candidates nearest first and keep one only if
@@ -491,6 +607,7 @@ impl Graph {
         upper: Vec<Box<[u32]>>,
         deleted: Vec<bool>,
         entry: u32,
+        pending: VecDeque<u32>,
     ) -> Graph {
         let n_deleted = deleted.iter().filter(|d| **d).count();
         let graph = Graph {
@@ -503,6 +620,8 @@ impl Graph {
             deleted,
             n_deleted,
             entry,
+            pending,
+            epoch: 0,
             visited_pool: Mutex::new(Vec::new()),
         };
         graph.advise_huge_pages();
@@ -519,7 +638,16 @@ impl Graph {
         if self.upper.len() != n || self.deleted.len() != n {
             return Err("array lengths disagree".into());
         }
-        if (n == 0) != (self.entry == NONE) || (n > 0 && self.entry as usize >= n) {
+        let mut queued = vec![false; n];
+        for &s in &self.pending {
+            if s as usize >= n || std::mem::replace(&mut queued[s as usize], true) {
+                return Err("bad pending slot".into());
+            }
+        }
+        let linked = n - self.pending.len();
+        if (linked == 0) != (self.entry == NONE)
+            || (linked > 0 && (self.entry as usize >= n || queued[self.entry as usize]))
+        {
             return Err("bad entry point".into());
         }
         for s in 0..n {
@@ -701,6 +829,31 @@ pub(crate) mod tests {
         let got = g.search(&q, 10, 100, |s| s % 7 == 0);
         assert_eq!(got.len(), 10);
         assert!(got.iter().all(|n| n.slot % 7 == 0));
+    }
+
+    #[test]
+    fn a_plan_outdated_by_another_link_or_a_delete_writes_nothing_wrong() {
+        // seed 14
+        let data = clustered(14, 200, 8, 4);
+        let mut g = Graph::new(Params::new(8, Metric::Cosine, 8, 40, 1).unwrap());
+        for v in &data {
+            g.push(v);
+        }
+        g.link_pending(100);
+        let stale = g.plan_link().unwrap();
+        assert_eq!(g.link_pending(1), 1);
+        let before = g.links0.clone();
+        assert_eq!(g.apply_link(stale), Linked::Stale);
+        assert_eq!(g.links0, before);
+        let plan = g.plan_link().unwrap();
+        let slot = g.pending().next().unwrap();
+        assert!(g.mark_deleted(slot));
+        assert_eq!(g.apply_link(plan), Linked::Dropped);
+        assert_eq!(g.links0, before);
+        assert_eq!(g.pending().count(), 98);
+        assert_eq!(g.link_pending(usize::MAX), 98);
+        assert!(g.plan_link().is_none());
+        assert!(g.validate().is_ok());
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod index;
 pub mod lexical;
 pub mod persist;
 pub mod planner;
+pub mod records;
 
 #[cfg(feature = "python")]
 mod py;

@@ -3,8 +3,8 @@
 //! Layout, all little-endian:
 //! `magic (8) | version u32 | dim u32 | metric u8 | m u32 | ef_construction u32 | seed u64 |
 //! rng u64 | slots u64 | generation u64 | entry u32`, then per-slot arrays — vectors (f32),
-//! levels (u8), level-0 links, upper links, tombstones (u8), ids, metadata records — and a
-//! checksum of everything before it. Saves go to a temporary file renamed over the old one.
+//! levels (u8), level-0 links, upper links, tombstones (u8), the queue of slots not yet linked
+//! (count u64, slots u32), ids, metadata records — and a checksum of everything before it. Saves go to a temporary file renamed over the old one.
 
 use std::fs;
 use std::io::Write;
@@ -12,12 +12,13 @@ use std::path::Path;
 
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
-use crate::filter::{Record, Value};
+use crate::filter::{Record, Scalar, Value};
 use crate::hnsw::{advise_huge_pages, Graph, Params};
 use crate::index::VectorIndex;
+use crate::records::RecordTable;
 
 const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Writes `index` to `path` atomically, tagged with the database `generation` it reflects.
 pub fn save(index: &VectorIndex, path: &Path, generation: u64) -> Result<()> {
@@ -72,9 +73,12 @@ fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
         .flat_map(|u| u.iter())
         .for_each(|&x| w.u32(x));
     w.0.extend(g.deleted.iter().map(|&d| d as u8));
+    w.u64(g.pending.len() as u64);
+    g.pending.iter().for_each(|&s| w.u32(s));
     index.ids.iter().for_each(|id| w.str(id));
-    for record in &index.records {
-        w.u32(record.len() as u32);
+    for slot in 0..index.records.len() as u32 {
+        let record = index.records.get(slot);
+        w.u32(record.iter().count() as u32);
         for (key, value) in record.iter() {
             w.str(key);
             w.value(value);
@@ -122,23 +126,28 @@ fn decode(bytes: &[u8]) -> Result<(VectorIndex, u64)> {
         upper.push(r.u32s(level as usize * (m + 1))?.into_boxed_slice());
     }
     let deleted: Vec<bool> = r.take(slots)?.iter().map(|&b| b != 0).collect();
+    let queued = usize::try_from(r.u64()?).map_err(|_| corrupt("bad count"))?;
+    let pending = r.u32s(queued)?.into();
     let mut ids = Vec::with_capacity(slots);
     for _ in 0..slots {
         ids.push(r.str()?);
     }
-    let mut records: Vec<Record> = Vec::with_capacity(slots);
+    let mut records = RecordTable::new();
+    records.reserve(slots);
     for _ in 0..slots {
         let mut record = Record::new();
         for _ in 0..r.u32()? {
             let key = r.str()?;
             record.set(&key, r.value()?);
         }
-        records.push(record);
+        records.push_record(&record);
     }
     if r.at != body.len() {
         return Err(corrupt("trailing bytes"));
     }
-    let graph = Graph::from_parts(params, rng, vectors, levels, links0, upper, deleted, entry);
+    let graph = Graph::from_parts(
+        params, rng, vectors, levels, links0, upper, deleted, entry, pending,
+    );
     graph.validate().map_err(|e| corrupt(&e))?;
     Ok((VectorIndex::from_graph(graph, ids, records), generation))
 }
@@ -174,23 +183,23 @@ impl Writer {
         self.u32(s.len() as u32);
         self.0.extend_from_slice(s.as_bytes());
     }
-    fn value(&mut self, v: &Value) {
+    fn value(&mut self, v: Scalar<'_>) {
         match v {
-            Value::Null => self.0.push(0),
-            Value::Bool(b) => self.0.extend_from_slice(&[1, *b as u8]),
-            Value::Int(i) => {
+            Scalar::Null => self.0.push(0),
+            Scalar::Bool(b) => self.0.extend_from_slice(&[1, b as u8]),
+            Scalar::Int(i) => {
                 self.0.push(2);
                 self.0.extend_from_slice(&i.to_le_bytes());
             }
-            Value::Float(f) => {
+            Scalar::Float(f) => {
                 self.0.push(3);
                 self.0.extend_from_slice(&f.to_le_bytes());
             }
-            Value::Str(s) => {
+            Scalar::Str(s) => {
                 self.0.push(4);
                 self.str(s);
             }
-            Value::Other => self.0.push(5),
+            Scalar::Other => self.0.push(5),
         }
     }
 }
@@ -295,7 +304,8 @@ mod tests {
             })
             .collect();
         idx.add(ids, &flat, metas).unwrap();
-        idx.remove(&["id-5".to_string(), "id-6".to_string()]);
+        idx.link_pending(600);
+        idx.remove(&["id-5".to_string(), "id-6".to_string(), "id-650".to_string()]);
         (idx, data)
     }
 
@@ -319,6 +329,9 @@ mod tests {
             );
         }
         assert!(!back.contains("id-5"));
+        assert!(!back.contains("id-650"));
+        assert!(idx.pending_len() >= 99);
+        assert_eq!(back.pending_len(), idx.pending_len());
         // A loaded graph keeps drawing the same levels as the original.
         let (mut a, mut b) = (idx, back);
         a.add(vec!["x".into()], &data[1], vec![Input::Null])
@@ -326,7 +339,12 @@ mod tests {
         b.add(vec!["x".into()], &data[1], vec![Input::Null])
             .unwrap();
         assert_eq!(a.graph.levels, b.graph.levels);
+        // And links its saved queue into the same graph.
+        let queued = a.pending_len();
+        assert_eq!(a.link_pending(usize::MAX), queued);
+        assert_eq!(b.link_pending(usize::MAX), queued);
         assert_eq!(a.graph.links0, b.graph.links0);
+        assert_eq!(a.graph.entry, b.graph.entry);
     }
 
     #[test]

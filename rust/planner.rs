@@ -5,7 +5,7 @@
 
 use std::collections::{BinaryHeap, HashMap};
 
-use crate::filter::{Filter, Record, Value};
+use crate::filter::{Fields, Filter, Scalar, Value};
 use crate::hnsw::{prefetch_vector, Near};
 use crate::index::VectorIndex;
 
@@ -42,10 +42,13 @@ pub struct Postings {
 }
 
 impl Postings {
-    pub fn add(&mut self, slot: u32, record: &Record) {
+    pub fn add<R: Fields + ?Sized>(&mut self, slot: u32, record: &R) {
         for (key, map) in POSTED_KEYS.iter().zip(self.lists.iter_mut()) {
-            if let Some(Value::Str(v)) = record.get(key) {
-                let list = map.entry(v.clone()).or_default();
+            if let Some(Scalar::Str(v)) = record.field(key) {
+                let list = match map.get_mut(v) {
+                    Some(list) => list,
+                    None => map.entry(v.into()).or_default(),
+                };
                 list.slots.push(slot);
                 list.live += 1;
             }
@@ -53,9 +56,9 @@ impl Postings {
     }
 
     /// Forgets a slot that `is_deleted` now reports as deleted.
-    pub fn remove(&mut self, record: &Record, is_deleted: impl Fn(u32) -> bool) {
+    pub fn remove<R: Fields + ?Sized>(&mut self, record: &R, is_deleted: impl Fn(u32) -> bool) {
         for (key, map) in POSTED_KEYS.iter().zip(self.lists.iter_mut()) {
-            if let Some(Value::Str(v)) = record.get(key) {
+            if let Some(Scalar::Str(v)) = record.field(key) {
                 if let Some(list) = map.get_mut(v) {
                     list.live -= 1;
                     if list.live == 0 {
@@ -119,9 +122,9 @@ impl Postings {
 }
 
 /// The order vectors of one batch are stored in: by resource, then thread.
-pub fn locality_key(record: &Record) -> [Option<&str>; 2] {
-    POSTED_KEYS.map(|key| match record.get(key) {
-        Some(Value::Str(s)) => Some(&**s),
+pub fn locality_key<R: Fields + ?Sized>(record: &R) -> [Option<&str>; 2] {
+    POSTED_KEYS.map(|key| match record.field(key) {
+        Some(Scalar::Str(s)) => Some(s),
         _ => None,
     })
 }
@@ -192,7 +195,7 @@ fn estimate(index: &VectorIndex, filter: &Filter) -> usize {
             continue;
         }
         seen += 1;
-        passed += filter.matches(&index.records[slot]) as usize;
+        passed += filter.matches(&index.records.get(slot as u32)) as usize;
     }
     if seen == 0 {
         return 0;
@@ -227,23 +230,16 @@ fn search_traced(
             (exact(index, query, k, allowed_slots(index, filter)), false)
         }
         Plan::Graph { ef } => {
-            let g = &index.graph;
-            let passes = |f: &Filter, s: u32| f.matches(&index.records[s as usize]);
-            let found = match filter {
-                None => g.search(query, k, ef, |_| true),
-                // A pinned thread or resource becomes a bitmap: one bit test per visited slot.
-                Some(f) => match index.postings.candidates_for(f) {
-                    Some((lists, whole)) => {
-                        let bits = SlotBits::from_lists(&lists, g.slots());
-                        if whole {
-                            g.search(query, k, ef, |s| bits.has(s))
-                        } else {
-                            g.search(query, k, ef, |s| bits.has(s) && passes(f, s))
-                        }
-                    }
-                    None => g.search(query, k, ef, |s| passes(f, s)),
-                },
-            };
+            let gate = Gate::new(index, filter);
+            let allows = |s: u32| gate.allows(index, s);
+            let mut found = index.graph.search(query, k, ef, allows);
+            // Slots not yet linked are out of the graph's reach: scan them exactly.
+            let unlinked: Vec<u32> = index.graph.pending().filter(|&s| allows(s)).collect();
+            if !unlinked.is_empty() {
+                found.extend(exact(index, query, k, unlinked));
+                found.sort_unstable();
+                found.truncate(k);
+            }
             // The graph may come back short when few vectors pass; the exact scan cannot.
             if found.len() < k && found.len() < index.len() {
                 (exact(index, query, k, allowed_slots(index, filter)), true)
@@ -254,11 +250,50 @@ fn search_traced(
     }
 }
 
+/// What a graph search may collect (deleted slots aside). A pinned thread or resource becomes
+/// a bitmap: one bit test per visited slot.
+enum Gate<'f> {
+    All,
+    Bits(SlotBits),
+    BitsAnd(SlotBits, &'f Filter),
+    Filter(&'f Filter),
+}
+
+impl<'f> Gate<'f> {
+    fn new(index: &VectorIndex, filter: Option<&'f Filter>) -> Gate<'f> {
+        let Some(f) = filter else {
+            return Gate::All;
+        };
+        match index.postings.candidates_for(f) {
+            Some((lists, whole)) => {
+                let bits = SlotBits::from_lists(&lists, index.graph.slots());
+                if whole {
+                    Gate::Bits(bits)
+                } else {
+                    Gate::BitsAnd(bits, f)
+                }
+            }
+            None => Gate::Filter(f),
+        }
+    }
+
+    #[inline]
+    fn allows(&self, index: &VectorIndex, slot: u32) -> bool {
+        let passes = |f: &Filter| f.matches(&index.records.get(slot));
+        match self {
+            Gate::All => true,
+            Gate::Bits(bits) => bits.has(slot),
+            Gate::BitsAnd(bits, f) => bits.has(slot) && passes(f),
+            Gate::Filter(f) => passes(f),
+        }
+    }
+}
+
 /// Every live slot `filter` allows, read from the posted lists when it pins a thread or resource.
 pub fn allowed_slots(index: &VectorIndex, filter: Option<&Filter>) -> Vec<u32> {
     let g = &index.graph;
     let passes =
-        |s: u32| !g.is_deleted(s) && filter.is_none_or(|f| f.matches(&index.records[s as usize]));
+        |s: u32| !g.is_deleted(s) && filter.is_none_or(|f| f.matches(&index.records.get(s)));
     match filter.and_then(|f| index.postings.candidates_for(f)) {
         // The lists are exactly what the filter allows: no record need be read.
         Some((lists, true)) => lists
@@ -368,6 +403,7 @@ mod tests {
             })
             .collect();
         idx.add(ids, &flat, metas).unwrap();
+        idx.link_pending(usize::MAX);
         (idx, data)
     }
 
@@ -459,7 +495,7 @@ mod tests {
         let (idx, data) = index(20000);
         let f = filter(map(vec![("resource_id", s("r1"))]));
         assert!(matches!(plan(&idx, 10, Some(&f), None), Plan::Graph { .. }));
-        let r1 = Value::Str("r1".into());
+
         let mut hits = 0;
         for q in data.iter().step_by(97).take(100) {
             let mut q = q.clone();
@@ -467,7 +503,7 @@ mod tests {
             let got = search(&idx, &q, 10, Some(&f), None);
             assert!(got
                 .iter()
-                .all(|n| idx.records[n.slot as usize].get("resource_id") == Some(&r1)));
+                .all(|n| idx.records.get(n.slot).field("resource_id") == Some(Scalar::Str("r1"))));
             let want = ids(&exact(&idx, &q, 10, allowed_slots(&idx, Some(&f))), &idx);
             let got = ids(&got, &idx);
             hits += want.iter().filter(|w| got.contains(w)).count();

@@ -381,6 +381,7 @@ use std::path::PathBuf;
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 
 use crate::distance::Metric;
+use crate::hnsw::Linked;
 use crate::index::{Hit, VectorIndex};
 use crate::persist;
 
@@ -444,13 +445,19 @@ impl PyVectorIndex {
         })
     }
 
-    /// Inserts or replaces vectors by id; `vectors` is float32 `(len(ids), dim)`.
+    /// Inserts or replaces vectors by id; `vectors` is float32 `(len(ids), dim)`; metadata
+    /// as dicts, or as JSON texts in `metadata_json` (parsed without the GIL). They are
+    /// searchable at once; with `link=False` they wait for `link_pending` to join the graph,
+    /// with `link=True` the graph links them (and any earlier backlog) before returning.
+    #[pyo3(signature = (ids, vectors, metadata=None, *, metadata_json=None, link=false))]
     fn add(
         &self,
         py: Python<'_>,
         ids: Vec<String>,
         vectors: PyReadonlyArray2<'_, f32>,
-        metadata: Vec<Bound<'_, PyAny>>,
+        metadata: Option<Vec<Bound<'_, PyAny>>>,
+        metadata_json: Option<Vec<String>>,
+        link: bool,
     ) -> PyResult<()> {
         let (rows, cols) = (vectors.shape()[0], vectors.shape()[1]);
         let dim = self.read(py, |ix| ix.dim());
@@ -466,11 +473,67 @@ impl PyVectorIndex {
             return Err(CoreError::InvalidArgument(text).into());
         }
         let flat = contiguous(&vectors)?;
-        let metadata = metadata
-            .iter()
-            .map(input_from_py)
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok(self.write(py, |ix| ix.add(ids, flat, metadata))?)
+        let metadata = match (metadata, metadata_json) {
+            (Some(dicts), None) => dicts
+                .iter()
+                .map(input_from_py)
+                .collect::<PyResult<Vec<_>>>()?,
+            (None, Some(texts)) => py.detach(|| {
+                texts
+                    .iter()
+                    .map(|t| Input::from_json(t))
+                    .collect::<crate::Result<Vec<_>>>()
+                    .map_err(|_| {
+                        CoreError::InvalidArgument(
+                            "metadata_json holds a text that is not JSON".into(),
+                        )
+                    })
+            })?,
+            _ => {
+                let text = "give exactly one of metadata and metadata_json";
+                return Err(CoreError::InvalidArgument(text.into()).into());
+            }
+        };
+        Ok(self.write(py, |ix| {
+            ix.add(ids, flat, metadata)?;
+            if link {
+                ix.link_pending(usize::MAX);
+            }
+            Ok::<_, CoreError>(())
+        })?)
+    }
+
+    /// Links up to `max_count` (default: all) waiting vectors into the graph, oldest first;
+    /// returns how many were linked. Each is planned under the read lock, beside searches,
+    /// and written under the write lock, held only to copy a few link lists.
+    #[pyo3(signature = (max_count=None))]
+    fn link_pending(&self, py: Python<'_>, max_count: Option<i64>) -> PyResult<usize> {
+        let max_count = max_count
+            .map(|n| count("max_count", n))
+            .transpose()?
+            .unwrap_or(usize::MAX);
+        let lock = &self.inner;
+        Ok(py.detach(|| {
+            let mut linked = 0;
+            while linked < max_count {
+                let plan = lock
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .plan_link();
+                let Some(plan) = plan else { break };
+                let mut ix = lock.write().unwrap_or_else(PoisonError::into_inner);
+                if ix.apply_link(plan) == Linked::Yes {
+                    linked += 1;
+                }
+            }
+            linked
+        }))
+    }
+
+    /// How many vectors wait to be linked into the graph.
+    #[getter]
+    fn pending(&self, py: Python<'_>) -> usize {
+        self.read(py, |ix| ix.pending_len())
     }
 
     /// Deletes vectors by id; returns how many existed.

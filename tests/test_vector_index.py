@@ -29,7 +29,7 @@ def filled(n=6000, dim=24, metric="cosine", seed=7):
     data = clustered(seed, n, dim)
     ix = VectorIndex(dim, metric, m=12, ef_construction=100, seed=1)
     meta = [{"thread_id": f"t{i % 40}", "resource_id": f"r{i % 3}", "n": i} for i in range(n)]
-    ix.add([f"v{i}" for i in range(n)], data, meta)
+    ix.add([f"v{i}" for i in range(n)], data, meta, link=True)
     return ix, data, meta
 
 

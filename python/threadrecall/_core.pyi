@@ -73,8 +73,26 @@ class VectorIndex:
     def __init__(
         self, dim: int, metric: str = "cosine", m: int = 16, ef_construction: int = 200, seed: int = 0
     ) -> None: ...
-    def add(self, ids: list[str], vectors: Any, metadata: list[dict[str, Any] | None]) -> None:
-        """Insert or replace by id; ``vectors`` is C-contiguous float32 ``(len(ids), dim)``."""
+    def add(
+        self,
+        ids: list[str],
+        vectors: Any,
+        metadata: list[dict[str, Any] | None] | None = None,
+        *,
+        metadata_json: list[str] | None = None,
+        link: bool = False,
+    ) -> None:
+        """Insert or replace by id; ``vectors`` is C-contiguous float32 ``(len(ids), dim)``;
+        metadata as dicts or as JSON texts (``metadata_json``), exactly one of the two.
+
+        Searchable at once; linked into the graph by ``link_pending`` (or before returning
+        when ``link`` is true).
+        """
+    def link_pending(self, max_count: int | None = None) -> int:
+        """Link up to ``max_count`` (default all) waiting vectors into the graph; return how many."""
+    @property
+    def pending(self) -> int:
+        """How many vectors wait to be linked into the graph."""
     def remove(self, ids: list[str]) -> int:
         """Delete by id; return how many existed."""
     def ids_where(self, filter: dict[str, Any]) -> list[str]:

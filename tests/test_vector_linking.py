@@ -1,0 +1,142 @@
+"""Deferred graph linking: new vectors are searchable at once and join the graph later."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from threadrecall import Memory
+from threadrecall._core import VectorIndex
+from threadrecall.embedders import HashEmbedder
+from threadrecall.errors import InvalidArgumentError
+from threadrecall.storage import DuckDBStorage
+from threadrecall.vector import HnswVectorStore
+
+DIM = 16
+N = 6000  # past the planner's exact-scan limit, so unscoped queries take the graph plan
+
+
+def unit(seed: int, n: int) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def exact_ids(data: np.ndarray, q: np.ndarray, k: int) -> list[str]:
+    return [f"v{j}" for j in np.argsort(-(data @ q), kind="stable")[:k]]
+
+
+def fill(store: HnswVectorStore, data: np.ndarray) -> None:
+    store.create_index("docs", DIM)
+    for start in range(0, len(data), 1000):
+        rows = range(start, min(start + 1000, len(data)))
+        store.upsert("docs", data[start : start + 1000], ids=[f"v{i}" for i in rows],
+                     metadata=[{"thread_id": f"t{i % 3}"} for i in rows])
+
+
+def answers(store: HnswVectorStore, queries: np.ndarray) -> list:
+    return [[(r.id, round(r.score, 5)) for r in store.query("docs", q, top_k=10)] for q in queries]
+
+
+def test_index_queues_added_vectors_and_searches_them_exactly():
+    data = unit(1, N)  # seed 1
+    ix = VectorIndex(DIM, m=12, ef_construction=80, seed=2)
+    ix.add([f"v{i}" for i in range(N)], data, [{} for _ in range(N)])
+    assert ix.pending == N
+    for q in unit(2, 10):  # seed 2
+        assert [h for h, _ in ix.search(q, 10)] == exact_ids(data, q, 10)
+    assert ix.link_pending(64) == 64
+    assert ix.pending == N - 64
+    assert ix.remove(["v100", "v5999"]) == 2
+    assert ix.link_pending() == N - 66
+    assert ix.pending == 0 and ix.link_pending() == 0
+    ix.add(["w"], data[:1], [{}], link=True)
+    assert ix.pending == 0
+
+
+def test_store_answers_exactly_with_a_backlog_and_links_on_request():
+    data = unit(3, N)  # seed 3
+    with HnswVectorStore(background_linking=False) as store:
+        fill(store, data)
+        queries = unit(4, 20)  # seed 4
+        for q in queries:
+            assert [r.id for r in store.query("docs", q, top_k=10)] == exact_ids(data, q, 10)
+        store.link("docs")
+        hits = sum(len({r.id for r in store.query("docs", q, top_k=10)} & set(exact_ids(data, q, 10)))
+                   for q in queries)
+        assert hits >= 0.95 * 200
+
+
+def test_background_linker_drains_the_backlog_and_stops_on_close(tmp_path):
+    data = unit(5, 2000)  # seed 5
+    store = HnswVectorStore(tmp_path / "m.duckdb")
+    fill(store, data)
+    assert store.query("docs", data[1234], top_k=1)[0].id == "v1234"  # searchable right away
+    linker = next(t for t in threading.enumerate() if t.name == "threadrecall-linker")
+    index = store._load("docs").index
+    for _ in range(10_000):  # wait for the daemon, not on the clock
+        if index.pending == 0:
+            break
+        threading.Event().wait(0.01)
+    assert index.pending == 0
+    store.close()
+    assert not linker.is_alive()
+
+
+def test_close_and_reopen_with_a_backlog_gives_identical_results(tmp_path):
+    db = tmp_path / "m.duckdb"
+    data = unit(6, N)  # seed 6
+    queries = unit(7, 10)  # seed 7
+    with HnswVectorStore(db, background_linking=False) as store:
+        fill(store, data[:4000])
+        store.link("docs")
+        store.upsert("docs", data[4000:], ids=[f"v{i}" for i in range(4000, N)],
+                     metadata=[{"thread_id": "t9"} for _ in range(4000, N)])
+        store.delete_vectors("docs", ids=["v4001", "v10"])
+        before = answers(store, queries)
+        scoped = [[r.id for r in store.query("docs", q, filter={"thread_id": "t9"})] for q in queries]
+        path = store.index_path("docs")
+    saved, _ = VectorIndex.load(str(path))
+    assert saved.pending == N - 4000 - 1  # the queue was saved, minus the deleted one
+    with HnswVectorStore(db, background_linking=False) as store:
+        assert answers(store, queries) == before
+        assert [[r.id for r in store.query("docs", q, filter={"thread_id": "t9"})] for q in queries] == scoped
+        assert store.query("docs", data[5000], top_k=1)[0].id == "v5000"
+
+
+@pytest.mark.parametrize("scope", ["thread", "resource"])
+def test_memory_recalls_messages_right_after_saving_them(tmp_path, scope):
+    memory = Memory(storage=DuckDBStorage(tmp_path / "m.duckdb"), embedder=HashEmbedder(dim=64),
+                    options={"last_messages": 0, "semantic_recall": {"top_k": 1, "message_range": 0}})
+    memory.create_thread("r1", thread_id="t1")
+    texts = [f"note {i} about topic {i} with detail {i * 7}" for i in range(300)]
+    memory.save_messages([{"id": f"m{i}", "thread_id": "t1", "role": "user", "content": t}
+                          for i, t in enumerate(texts)])
+    result = memory.recall("t1", resource_id="r1", vector_search_string=texts[123],
+                           thread_config={"semantic_recall": {"scope": scope}})
+    assert [m.id for m in result.messages] == ["m123"]
+
+
+def test_metadata_as_json_texts_filters_like_dicts():
+    data = unit(8, 3)  # seed 8
+    rows = [{"thread_id": "t1", "n": 2**70}, {"thread_id": "t2", "n": -1.5}, None]
+    by_dict, by_text = VectorIndex(DIM), VectorIndex(DIM)
+    by_dict.add(["a", "b", "c"], data, rows)
+    by_text.add(["a", "b", "c"], data, metadata_json=[json.dumps(r) for r in rows])
+    for f in ({"thread_id": "t1"}, {"n": {"$gt": 0}}, {"n": {"$exists": False}}):
+        assert sorted(by_text.ids_where(f)) == sorted(by_dict.ids_where(f))
+    with pytest.raises(InvalidArgumentError):
+        by_text.add(["d"], data[:1], metadata_json=["{not json"])
+    with pytest.raises(InvalidArgumentError):
+        by_text.add(["d"], data[:1])
+    assert len(by_text) == 3
+
+
+def test_store_keeps_metadata_only_python_json_reads():
+    with HnswVectorStore(background_linking=False) as store:
+        store.create_index("docs", DIM)
+        store.upsert("docs", unit(9, 2), ids=["a", "b"], metadata=[{"x": float("nan")}, {"y": 1}])  # seed 9
+        hits = store.query("docs", unit(9, 1)[0], filter={"x": {"$exists": True}})
+        assert [h.id for h in hits] == ["a"]
