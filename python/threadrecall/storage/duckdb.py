@@ -9,6 +9,7 @@ message text, is built on first use (lexical or hybrid recall) and then kept up 
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from dataclasses import replace
@@ -86,7 +87,13 @@ def from_micros(value: int) -> datetime:
 
 def _payload(role: str, type_: str, content: str, metadata: str) -> str:
     """The mirrored body of a message, built from its already-encoded JSON columns."""
-    return f'{{"role":{dumps(role)},"type":{dumps(type_)},"content":{content},"metadata":{metadata}}}'
+    return f'{{"role":{_quoted(role)},"type":{_quoted(type_)},"content":{content},"metadata":{metadata}}}'
+
+
+@functools.lru_cache(maxsize=256)
+def _quoted(text: str) -> str:
+    """A JSON string literal (roles and types repeat, so they are encoded once)."""
+    return dumps(text)
 
 
 def message_of(row: MessageRow) -> Message:
