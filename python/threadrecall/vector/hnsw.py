@@ -47,8 +47,11 @@ __all__ = ["HnswVectorStore"]
 
 METRICS = ("cosine", "euclidean", "dotproduct")
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]{0,62}$")
-# Save the index file once this many vectors changed since the last save.
+# Save the index file once this many vectors changed since the last save, or a quarter of the
+# index when that is more: saving rewrites the whole file, so the cost stays proportional to
+# the changes however large the index grows (a reopen replays at most that many rows).
 SAVE_AFTER_CHANGES = 20_000
+SAVE_AFTER_FRACTION = 0.25
 # Rebuilds of at least this many vectors show a progress bar.
 PROGRESS_FROM = 20_000
 REBUILD_BATCH = 5_000
@@ -489,7 +492,8 @@ class HnswVectorStore:
     def _advance(self, name: str, loaded: _Loaded, generation: int, changes: int) -> None:
         loaded.generation = generation
         loaded.changes += changes
-        if loaded.changes >= SAVE_AFTER_CHANGES and not self.db.in_memory:
+        due = max(SAVE_AFTER_CHANGES, int(len(loaded.index) * SAVE_AFTER_FRACTION))
+        if loaded.changes >= due and not self.db.in_memory:
             self._save(name, loaded)
 
     def _save(self, name: str, loaded: _Loaded) -> None:
