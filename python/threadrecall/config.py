@@ -7,7 +7,8 @@ a per-call config over the instance's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .errors import ConfigurationError, InvalidArgumentError
 

@@ -16,7 +16,8 @@ The constants were chosen on LoCoMo (see ``threadrecall eval locomo``).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from . import _core
 from .semantic import MessageIndex, vector_metadata

@@ -6,7 +6,8 @@ import asyncio
 import functools
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from . import _core
 from .config import MemoryConfig, merge

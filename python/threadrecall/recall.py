@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .errors import InvalidArgumentError
 from .storage.duckdb import DuckDBStorage, MessageRow, message_of, to_micros

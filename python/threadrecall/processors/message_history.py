@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..memory import Memory, async_twin, incoming_message
 from ..recall import HistoryQuery, read_history

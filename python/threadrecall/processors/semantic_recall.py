@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..config import SemanticRecallConfig
 from ..memory import async_twin, incoming_message
