@@ -74,7 +74,6 @@ class Embedded:
 @dataclass(frozen=True)
 class Hit:
     message_id: str
-    thread_id: str
     score: float
 
 
@@ -155,11 +154,15 @@ class MessageIndex:
                threshold: float | None = None) -> list[Hit]:
         """Top-``top_k`` per query chunk, kept when ``score >= threshold``."""
         self.ensure()
+        search = getattr(self.vector, "search_ids", None)  # a store's metadata-free fast path
         hits: list[Hit] = []
         for vector in self.embed_query(query):
-            for r in self.vector.query(self.name, vector, top_k=top_k, filter=filter):
-                if threshold is None or r.score >= threshold:
-                    hits.append(Hit(r.metadata["message_id"], r.metadata["thread_id"], r.score))
+            if search is not None:
+                pairs = search(self.name, vector, top_k=top_k, filter=filter)
+            else:
+                pairs = [(r.id, r.score) for r in self.vector.query(self.name, vector, top_k=top_k, filter=filter)]
+            hits.extend(Hit(vid.rsplit("#", 1)[0], score) for vid, score in pairs
+                        if threshold is None or score >= threshold)
         return hits
 
 

@@ -332,17 +332,10 @@ class HnswVectorStore:
         ``score`` is larger when closer: cosine similarity, dot product, or minus the L2
         distance. ``metadata`` is the stored metadata dict.
         """
-        _check_name(name)
-        loaded = self._loaded.get(name)  # a loaded index exists: no catalogue lookup needed
-        if loaded is None:
-            self._info(name)
-            loaded = self._load(name)
-        if not _is_int(top_k) or top_k < 1:
-            raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
-        query = _as_matrix(vector, loaded.index.dim, single=True)[0]
-        hits = loaded.index.search(query, top_k, filter if filter != {} else None, self.ef_search)
+        hits = self.search_ids(name, vector, top_k=top_k, filter=filter)
         if not hits:
             return []
+        loaded = self._loaded[name]
         if include_vector:
             found = {r[0]: (r[1], r[2]) for r in self._fetch(name, "id, metadata, vector", [h[0] for h in hits])}
         else:
@@ -362,6 +355,23 @@ class HnswVectorStore:
             vector = None if vec is None else np.asarray(vec, dtype=np.float32)
             results.append(QueryResult(id=hit_id, score=float(score), metadata=json.loads(text), vector=vector))
         return results
+
+    def search_ids(self, name: str, vector: Any, *, top_k: int = 10,
+                   filter: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+        """``query`` without the metadata: ``(id, score)`` pairs, closest first.
+
+        It reads nothing from the database, so it is the fast path for callers that know
+        what they stored under each id.
+        """
+        _check_name(name)
+        loaded = self._loaded.get(name)  # a loaded index exists: no catalogue lookup needed
+        if loaded is None:
+            self._info(name)
+            loaded = self._load(name)
+        if not _is_int(top_k) or top_k < 1:
+            raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
+        query = _as_matrix(vector, loaded.index.dim, single=True)[0]
+        return loaded.index.search(query, top_k, filter if filter != {} else None, self.ef_search)
 
     def _fetch(self, name: str, columns: str, ids: list[str]) -> list[tuple]:
         marks = ", ".join("?" * len(ids))
