@@ -40,7 +40,7 @@ def store(bench_size, tmp_path_factory):
     print(f"linked the graph's backlog in {time.perf_counter() - started:,.1f} s")
     memory.index.embedder.embed(QUERIES)  # warm the query embeddings
     yield memory, min(THREADS, bench_size // 10)
-    memory.storage.close()
+    memory.close()
 
 
 def _calls(threads, n=500, seed=11):

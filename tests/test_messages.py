@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from threadrecall import Memory, Message, MessageContent
+from threadrecall.embedders import HashEmbedder
 from threadrecall.errors import InvalidArgumentError, ThreadNotFoundError
 from threadrecall.storage import DuckDBStorage
 
@@ -163,3 +164,14 @@ def test_dict_round_trip_of_the_types(memory):
     assert Message.from_dict(saved.to_dict()) == saved
     result = memory.recall("t1")
     assert result.to_dict()["messages"][0]["content"] == {"parts": [{"type": "text", "text": "Message 1"}]}
+
+
+def test_close_saves_the_index_and_a_reopen_finds_everything(tmp_path):
+    path = tmp_path / "m.duckdb"
+    with Memory(storage=DuckDBStorage(path), embedder=HashEmbedder(dim=16),
+                options={"semantic_recall": {"scope": "thread", "top_k": 1, "message_range": 0}}) as memory:
+        seed(memory, "t1", 5)
+    assert (tmp_path / "m.duckdb.memory_messages_16.hnsw").exists()
+    with Memory(storage=DuckDBStorage(path), embedder=HashEmbedder(dim=16),
+                options={"semantic_recall": {"scope": "thread", "top_k": 1, "message_range": 0}}) as memory:
+        assert [m.id for m in memory.recall("t1", per_page=0, vector_search_string="Message 3").messages] == ["t1-3"]

@@ -85,8 +85,7 @@ def demo(db: Path) -> None:
     query = "what will we eat, given my partner's diet?"
     similar = memory.recall("laptop-support", resource_id="alice", per_page=0, vector_search_string=query)
     _show(f'Semantic recall across alice\'s threads for "{query}"', similar.messages)
-    memory.vector.close()
-    memory.storage.close()
+    memory.close()
 
 
 def default_embedder() -> Any:

@@ -76,6 +76,19 @@ class Memory:
             vector, embedder, index_name=semantic.index_name if semantic else None)
         self._titler = Titler.from_config(self.options.generate_title)
 
+    def close(self) -> None:
+        """Finish background work, save the vector index file and close the database."""
+        self.settle()
+        if self.vector is not None and hasattr(self.vector, "close"):
+            self.vector.close()
+        self.storage.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def _embeds(self) -> bool:
         """Whether saved messages are embedded (semantic recall is on)."""
