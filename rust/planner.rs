@@ -26,6 +26,9 @@ pub const EF_FILTERED: usize = 32;
 pub const WIDE_SELECTIVITY: f64 = 0.1;
 /// Upper bound on the breadth after raising it for a selective filter.
 pub const EF_MAX: usize = 2048;
+/// How many vectors an exact scan reads for the cost of one a graph search reads: the scan
+/// walks a slot list in order with prefetching, the graph jumps around memory.
+pub const SCAN_ADVANTAGE: f64 = 2.0;
 
 /// The slots holding one value of a posted key; may include tombstones, purged when they
 /// reach half the list.
@@ -156,12 +159,11 @@ pub fn plan(index: &VectorIndex, k: usize, filter: Option<&Filter>, ef: Option<u
     // A pinned thread or resource: its slot lists bound exactly what can pass.
     if let Some(lists) = index.postings.candidates(filter) {
         let allowed: usize = lists.iter().map(|l| l.len()).sum();
-        if allowed <= EXACT_MAX {
+        let ef = filtered_ef(ef, k, allowed, live);
+        if scan_beats_graph(allowed, live, ef) {
             return Plan::ExactPosted;
         }
-        return Plan::Graph {
-            ef: filtered_ef(ef, k, allowed, live),
-        };
+        return Plan::Graph { ef };
     }
     if live <= EXACT_MAX {
         return Plan::ExactAll;
@@ -174,6 +176,14 @@ pub fn plan(index: &VectorIndex, k: usize, filter: Option<&Filter>, ef: Option<u
     Plan::Graph {
         ef: filtered_ef(ef, k, allowed, live),
     }
+}
+
+/// Whether scanning the `allowed` vectors costs less than a graph search of breadth `ef`,
+/// which reads about `ef / selectivity` vectors to collect `ef` allowed ones. So a resource
+/// of 10,000 vectors is scanned in an index of a million (1 %) but searched in one of 100,000.
+fn scan_beats_graph(allowed: usize, live: usize, ef: usize) -> bool {
+    let graph_reads = ef as f64 * live as f64 / allowed.max(1) as f64;
+    allowed <= EXACT_MAX || allowed as f64 <= SCAN_ADVANTAGE * graph_reads
 }
 
 /// The breadth of a filtered graph search grows as the allowed fraction falls below
@@ -448,6 +458,22 @@ mod tests {
         assert_eq!(filtered_ef(None, 10, 500, 20000), 2 * EF_FILTERED); // 2.5 %: twice the breadth
         assert_eq!(filtered_ef(None, 50, 500, 20000), 100);
         assert_eq!(plan(&idx, 10, None, None), Plan::Graph { ef: EF_DEFAULT });
+    }
+
+    #[test]
+    fn a_posted_list_is_scanned_while_that_reads_less_than_the_graph() {
+        assert!(scan_beats_graph(EXACT_MAX, 100_000_000, 1));
+        assert!(scan_beats_graph(
+            10_000,
+            1_000_000,
+            filtered_ef(None, 4, 10_000, 1_000_000)
+        ));
+        assert!(!scan_beats_graph(
+            10_000,
+            100_000,
+            filtered_ef(None, 4, 10_000, 100_000)
+        ));
+        assert!(!scan_beats_graph(100_000, 1_000_000, EF_FILTERED));
     }
 
     #[test]

@@ -140,3 +140,17 @@ def test_store_keeps_metadata_only_python_json_reads():
         store.upsert("docs", unit(9, 2), ids=["a", "b"], metadata=[{"x": float("nan")}, {"y": 1}])  # seed 9
         hits = store.query("docs", unit(9, 1)[0], filter={"x": {"$exists": True}})
         assert [h.id for h in hits] == ["a"]
+
+
+def test_linking_done_after_the_last_save_is_saved_on_close(tmp_path):
+    db = tmp_path / "link.duckdb"
+    rng = np.random.default_rng(9)  # seed 9
+    with HnswVectorStore(db, background_linking=False) as store:
+        store.create_index("docs", 8)
+        store.upsert("docs", rng.standard_normal((300, 8)).astype(np.float32), ids=[f"v{i}" for i in range(300)])
+        store.flush()
+        assert store._loaded["docs"].index.pending == 300  # noqa: SLF001 - saved while waiting
+        store.link("docs")
+    with HnswVectorStore(db, background_linking=False) as store:
+        store.query("docs", np.ones(8, np.float32), top_k=1)
+        assert store._loaded["docs"].index.pending == 0  # noqa: SLF001 - the linked graph was saved

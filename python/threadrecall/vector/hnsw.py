@@ -97,8 +97,14 @@ class _Loaded:
         self.index = index
         self.generation = generation
         self.saved = saved
+        self.saved_pending = index.pending  # vectors waiting to be linked, as the file has them
         self.changes = 0
         self.metadata: dict[str, str] = {}
+
+    @property
+    def stale(self) -> bool:
+        """Whether the file lags behind: new database changes, or linking done since the save."""
+        return self.saved != self.generation or self.saved_pending != self.index.pending
 
     def remember(self, ids: Sequence[str], texts: Sequence[str]) -> None:
         self.metadata.update(zip(ids, texts))
@@ -427,13 +433,13 @@ class HnswVectorStore:
                 pass
 
     def flush(self) -> None:
-        """Save every index whose file lags behind the database (vectors still waiting to be
-        linked are saved as waiting)."""
+        """Save every index whose file lags behind the database or the linking (vectors
+        still waiting to be linked are saved as waiting)."""
         if self.db.in_memory:
             return
         with self._lock:
             for name, loaded in self._loaded.items():
-                if loaded.saved != loaded.generation:
+                if loaded.stale:
                     self._save(name, loaded)
 
     def close(self) -> None:
@@ -511,7 +517,7 @@ class HnswVectorStore:
         if path is None:
             return
         loaded.index.save(str(path), loaded.generation)
-        loaded.saved, loaded.changes = loaded.generation, 0
+        loaded.saved, loaded.saved_pending, loaded.changes = loaded.generation, loaded.index.pending, 0
 
     def _forget(self, name: str) -> None:
         with self._lock:
