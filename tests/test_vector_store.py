@@ -197,3 +197,22 @@ def test_accepts_a_storage_object_with_a_database(tmp_path):
     assert store.index_path("docs").exists()
     with pytest.raises(InvalidArgumentError):
         HnswVectorStore(object())
+
+
+def test_an_id_written_twice_in_one_transaction_or_after_a_rollback_is_replaced():
+    db = Database(":memory:")
+    store = HnswVectorStore(db)
+    store.create_index("docs", 3)
+    with db.transaction():
+        store.upsert("docs", [[1, 0, 0]], ids=["a"], metadata=[{"v": 1}])
+        store.upsert("docs", [[0, 1, 0]], ids=["a"], metadata=[{"v": 2}])
+    (hit,) = store.query("docs", [0, 1, 0], top_k=5)
+    assert (hit.id, hit.metadata) == ("a", {"v": 2})
+    with pytest.raises(RuntimeError):
+        with db.transaction():
+            store.upsert("docs", [[0, 0, 1]], ids=["b"])
+            raise RuntimeError("boom")
+    store.upsert("docs", [[0, 0, 1]], ids=["b"], metadata=[{"v": 3}])
+    store.upsert("docs", [[1, 0, 0]], ids=["a"], metadata=[{"v": 4}])
+    assert {r.id: r.metadata["v"] for r in store.query("docs", [1, 1, 1], top_k=5)} == {"a": 4, "b": 3}
+    assert store.describe_index("docs").count == 2

@@ -202,6 +202,7 @@ class HnswVectorStore:
         self.m, self.ef_construction, self.ef_search = m, ef_construction, ef_search
         self._lock = threading.RLock()
         self._loaded: dict[str, _Loaded] = {}
+        self._uncommitted: dict[str, set[str]] = {}  # ids upserted by the open transaction
         self._linker = _Linker(self._loaded) if background_linking else None
         if self._linker is not None:
             weakref.finalize(self, self._linker.stop)
@@ -300,13 +301,20 @@ class HnswVectorStore:
         )
         with self.db.transaction() as tx:
             generation = self._bump(tx, name)
+            loaded = self._loaded[name]
+            # Ids new to the database need no delete (a join over every row of the table);
+            # the loaded index knows the committed ids, `unsaved` this transaction's.
+            unsaved = self._uncommitted.setdefault(name, set())
+            replacing = any(i in unsaved or i in loaded.index for i in rows_ids)
+            unsaved.update(rows_ids)
+            self.db.on_commit(unsaved.clear)
             tx.register("vector_batch", batch)
             try:
-                # Delete then insert: the same as INSERT OR REPLACE, at a third of its cost.
-                tx.execute(
-                    "DELETE FROM vector_rows WHERE index_name = ? AND id IN (SELECT id FROM vector_batch)",
-                    [name],
-                )
+                if replacing:  # delete then insert: INSERT OR REPLACE at a third of its cost
+                    tx.execute(
+                        "DELETE FROM vector_rows WHERE index_name = ? AND id IN (SELECT id FROM vector_batch)",
+                        [name],
+                    )
                 tx.execute(
                     "INSERT INTO vector_rows SELECT ?, id, vector::FLOAT[], metadata, ?, "
                     "position FROM vector_batch",
