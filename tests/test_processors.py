@@ -263,3 +263,13 @@ def test_processors_have_async_twins(world, storage):
     recalled, history = asyncio.run(run())
     assert recalled[-1].id == "new" and len(recalled) > 1
     assert [m.id for m in history] == ["m2", "x"]
+
+
+@pytest.mark.parametrize("mode, embeds", [("vector", True), ("lexical", False), ("hybrid", True)])
+def test_each_mode_ranks_its_own_way(world, mode, embeds):
+    storage, vector, embedder = world
+    out = processor(world, scope="thread", top_k=1, message_range=0, mode=mode).process_input(
+        [user("what should I cook for dinner")], thread_id="t1", resource_id="r1")
+    assert [m.id for m in out] == ["m2", "new"]
+    assert (["what should I cook for dinner"] in embedder.seen) is embeds
+    assert (storage._lexical is not None) is (mode != "vector")  # noqa: SLF001 - built on first use

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config import SemanticRecallConfig
+from ..hybrid import ranked_ids
 from ..memory import async_twin, incoming_message
 from ..semantic import MessageIndex
 from ..storage.duckdb import DuckDBStorage, message_of
@@ -25,7 +26,8 @@ class SemanticRecall:
     """Recall similar messages on input; embed the turn's new messages on output.
 
     It shares its write path and vector index (``memory_messages[_<dim>]`` unless ``index_name``
-    is given) with ``Memory``, so either can write what the other reads.
+    is given) with ``Memory``, so either can write what the other reads. ``mode`` ranks as
+    ``semantic_recall.mode`` does: ``"vector"``, ``"lexical"`` (BM25) or ``"hybrid"``.
     """
 
     id = "semantic-recall"
@@ -34,9 +36,9 @@ class SemanticRecall:
     def __init__(self, storage: DuckDBStorage, vector: Any, embedder: Any, *, top_k: int = 4,
                  message_range: int | Mapping[str, int] = 1, scope: str = "resource",
                  threshold: float | None = None, index_name: str | None = None,
-                 logger: logging.Logger | None = None) -> None:
+                 logger: logging.Logger | None = None, mode: str = "vector") -> None:
         self.config = SemanticRecallConfig(top_k=top_k, message_range=message_range, scope=scope,
-                                           threshold=threshold, index_name=index_name)
+                                           threshold=threshold, index_name=index_name, mode=mode)
         self.storage = storage
         self.index = MessageIndex(vector, embedder, index_name=index_name)
         self.logger = logger or logging.getLogger("threadrecall.semantic_recall")
@@ -88,12 +90,12 @@ class SemanticRecall:
     def _recall(self, query: str, thread_id: str, resource_id: str | None) -> list[Message]:
         config = self.config
         use_resource = config.scope == "resource" and resource_id
-        where = {"resource_id": resource_id} if use_resource else {"thread_id": thread_id}
-        hits = self.index.search(query, top_k=config.top_k, filter=where, threshold=config.threshold)
-        if not hits:
+        scope = {"resource_id": resource_id} if use_resource else {"thread_id": thread_id}
+        ids = ranked_ids(config, self.storage, self.index, query, scope)
+        if not ids:
             return []
         before, after = config.range()
-        rows = self.storage.timeline.window([(h.message_id, before, after) for h in hits], resource_id or None)
+        rows = self.storage.timeline.window([(i, before, after) for i in ids], resource_id or None)
         return [message_of(r) for r in rows]
 
     aprocess_input = async_twin(process_input)
