@@ -1,9 +1,9 @@
 """threadrecall: conversation memory for AI agents, with a Rust core."""
 
 from . import errors
-from .memory import Memory
 from .config import MemoryConfig, SemanticRecallConfig, WorkingMemoryConfig
 from .extractors import Extractor
+from .memory import Memory
 from .summarize import SummarizeResult, asummarize_conversation, summarize_conversation
 from .types import Message, MessageContent, QueryResult, RecallResult, Resource, Thread, ThreadPage
 

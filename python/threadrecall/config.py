@@ -6,8 +6,8 @@ a per-call config over the instance's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from .errors import ConfigurationError, InvalidArgumentError
@@ -36,20 +36,20 @@ class SemanticRecallConfig:
             raise ConfigurationError(
                 f"semantic_recall.mode must be 'vector', 'lexical' or 'hybrid', got {self.mode!r}"
             )
-        if not _is_count(self.top_k) or self.top_k < 1:
+        if not is_count(self.top_k) or self.top_k < 1:
             raise ConfigurationError(f"semantic_recall.top_k must be a positive integer, got {self.top_k!r}")
         self.range()  # validates message_range
 
     def range(self) -> tuple[int, int]:
         """``(before, after)`` neighbour counts."""
         value = self.message_range
-        if _is_count(value):
+        if is_count(value):
             before = after = value
         elif isinstance(value, Mapping):
             before, after = value.get("before", 0), value.get("after", 0)
         else:
             before = after = -1
-        if not (_is_count(before) and _is_count(after)):
+        if not (is_count(before) and is_count(after)):
             raise ConfigurationError(
                 "semantic_recall.message_range must be a non-negative integer or "
                 f"{{'before': n, 'after': n}}, got {value!r}"
@@ -78,7 +78,7 @@ class MemoryConfig:
 
     def __post_init__(self) -> None:
         lm = self.last_messages
-        if not (lm is False or _is_count(lm)):
+        if not (lm is False or is_count(lm)):
             raise InvalidArgumentError("lastMessages must be a finite non-negative integer")
         if isinstance(self.semantic_recall, Mapping):
             object.__setattr__(self, "semantic_recall", SemanticRecallConfig(**self.semantic_recall))
@@ -157,5 +157,6 @@ def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]
     return out
 
 
-def _is_count(value: Any) -> bool:
+def is_count(value: Any) -> bool:
+    """A non-negative int (and not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0

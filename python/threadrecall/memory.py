@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
-from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from . import _core
@@ -19,12 +19,23 @@ from .errors import (
 )
 from .extractors import Extractor
 from .hybrid import ranked_ids
-from .recall import HistoryQuery, Include, check_paging, check_thread_id, parse_includes, read_history
+from .recall import (
+    HistoryQuery,
+    Include,
+    check_paging,
+    check_thread_id,
+    parse_includes,
+    read_history,
+)
 from .semantic import MessageIndex
-from .titles import Titler
 from .storage.duckdb import DuckDBStorage, new_id
-from .summarize import (SummarizeResult, asummarize_conversation, load_messages_for_summary,
-                        summarize_conversation)
+from .summarize import (
+    SummarizeResult,
+    asummarize_conversation,
+    load_messages_for_summary,
+    summarize_conversation,
+)
+from .titles import Titler
 from .types import ROLES, Message, MessageContent, RecallResult, Thread, ThreadPage, parse_time
 from .working_memory import WorkingMemory, strip_working_memory
 

@@ -9,11 +9,11 @@ includes exempt from filters and not counted, the result de-duplicated and chron
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from .config import is_count
 from .errors import InvalidArgumentError
 from .storage.duckdb import DuckDBStorage, MessageRow, message_of, to_micros
 from .types import Message, RecallResult, parse_time
@@ -50,9 +50,9 @@ def check_thread_id(thread_id: Any) -> str:
 
 
 def check_paging(page: Any, per_page: Any) -> None:
-    if not _is_count(page):
+    if not is_count(page):
         raise InvalidArgumentError("page must be >= 0")
-    if per_page is not False and per_page is not None and not _is_count(per_page):
+    if per_page is not False and per_page is not None and not is_count(per_page):
         raise InvalidArgumentError("perPage must be >= 0")
 
 
@@ -68,7 +68,7 @@ def parse_includes(include: Any, default_context: int) -> list[Include]:
             raise InvalidArgumentError("each include entry needs a non-empty string 'id'")
         before = entry.get("with_previous_messages", default_context)
         after = entry.get("with_next_messages", default_context)
-        if not (_is_count(before) and _is_count(after)):
+        if not (is_count(before) and is_count(after)):
             raise InvalidArgumentError(
                 "with_previous_messages and with_next_messages must be non-negative integers"
             )
@@ -93,7 +93,6 @@ def date_bounds(date_range: Mapping[str, Any] | None) -> dict[str, Any]:
                 when = parse_time(value)
             except (TypeError, ValueError) as exc:
                 raise InvalidArgumentError(f"filter.date_range.{side}: {exc}") from None
-            assert isinstance(when, datetime)
             bounds[side] = to_micros(when)
             bounds[f"{side}_exclusive"] = bool(date_range.get(f"{side}_exclusive", False))
     return bounds
@@ -183,6 +182,3 @@ def _result(window: Sequence[MessageRow], rows: Sequence[MessageRow], total: int
     messages: list[Message] = [message_of(r) for r in ordered]
     return RecallResult(messages, total, page, per_page, has_more)
 
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np

@@ -7,9 +7,9 @@ UTC ``datetime``s; naive input is taken as UTC.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "IndexStats",
     "to_utc",
     "parse_time",
-    "as_message",
 ]
 
 Role = str  # "user" | "assistant" | "system" | "tool"
@@ -163,18 +162,6 @@ class Message:
             type=data.get("type") or "text",
             metadata=dict(data.get("metadata") or {}),
         )
-
-
-def as_message(value: Message | Mapping[str, Any]) -> Message | dict[str, Any]:
-    """Return a Message unchanged, or a dict normalised to Message's keys (missing keys absent).
-
-    Ids and times may still be missing; the caller fills them in.
-    """
-    if isinstance(value, Message):
-        return value
-    if not isinstance(value, Mapping):
-        raise TypeError(f"a message must be a Message or a dict, got {type(value).__name__}")
-    return dict(value)
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config import SemanticRecallConfig

@@ -12,17 +12,27 @@ from __future__ import annotations
 import functools
 import json
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from .. import _core
+from ..config import is_count
 from ..errors import InvalidArgumentError, ThreadNotFoundError
-from ..types import Message, MessageContent, Resource, Thread, ThreadPage, dumps, search_text, to_utc
+from ..types import (
+    Message,
+    MessageContent,
+    Resource,
+    Thread,
+    ThreadPage,
+    dumps,
+    search_text,
+    to_utc,
+)
 from .connection import Database
 from .thread_cache import ThreadCache
 from .thread_filter import thread_filter_sql, validate_thread_filter
@@ -222,9 +232,9 @@ class DuckDBStorage:
 
     def list_threads(self, *, resource_id: str | None = None, metadata: Any = None, page: int = 0,
                      per_page: int | bool = 100, order_by: Mapping[str, str] | None = None) -> ThreadPage:
-        if not _is_count(page):
+        if not is_count(page):
             raise InvalidArgumentError("page must be >= 0")
-        if per_page is not False and not _is_count(per_page):
+        if per_page is not False and not is_count(per_page):
             raise InvalidArgumentError("perPage must be >= 0")
         if per_page is False and page != 0:
             raise InvalidArgumentError("page must be 0 when perPage is false")
@@ -448,9 +458,6 @@ def _thread_order(order_by: Mapping[str, str] | None) -> tuple[str, str]:
         raise InvalidArgumentError(f"order_by.direction must be 'ASC' or 'DESC', got {direction!r}")
     return field, direction
 
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def new_id() -> str:

@@ -21,12 +21,12 @@ import functools
 import itertools
 import json
 import os
-import sys
-import weakref
 import re
+import sys
 import threading
 import uuid
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any, Sequence
 
