@@ -85,10 +85,12 @@ pub fn normalize(v: &mut [f32]) {
 }
 
 type Kernel = fn(&[f32], &[f32]) -> f32;
+type CodeKernel = fn(&[f32], &[i8]) -> f32;
 
 struct Kernels {
     dot: Kernel,
     l2: Kernel,
+    dot_codes: CodeKernel,
 }
 
 fn kernels() -> &'static Kernels {
@@ -102,11 +104,13 @@ fn detect() -> Kernels {
         Kernels {
             dot: x86::dot_avx512_safe,
             l2: x86::l2_avx512_safe,
+            dot_codes: x86::dot_codes_avx512_safe,
         }
     } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
         Kernels {
             dot: x86::dot_avx2_safe,
             l2: x86::l2_avx2_safe,
+            dot_codes: x86::dot_codes_avx2_safe,
         }
     } else {
         scalar_kernels()
@@ -122,6 +126,7 @@ fn scalar_kernels() -> Kernels {
     Kernels {
         dot: dot_scalar,
         l2: l2_squared_scalar,
+        dot_codes: dot_codes_scalar,
     }
 }
 
@@ -135,6 +140,25 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 #[inline]
 pub fn l2_squared(a: &[f32], b: &[f32]) -> f32 {
     (kernels().l2)(a, b)
+}
+
+/// Dot product of a vector with int8 codes (see [`Codes`]), before the codes' scale.
+#[inline]
+pub fn dot_codes(q: &[f32], codes: &[i8]) -> f32 {
+    (kernels().dot_codes)(q, codes)
+}
+
+/// The portable reference kernel (also the fallback).
+pub fn dot_codes_scalar(q: &[f32], codes: &[i8]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let chunks = q.len() / 8 * 8;
+    for i in (0..chunks).step_by(8) {
+        for j in 0..8 {
+            acc[j] += q[i + j] * codes[i + j] as f32;
+        }
+    }
+    let tail: f32 = (chunks..q.len()).map(|i| q[i] * codes[i] as f32).sum();
+    acc.iter().sum::<f32>() + tail
 }
 
 /// The portable reference kernel (also the fallback).
@@ -182,6 +206,65 @@ mod x86 {
     }
     pub fn l2_avx512_safe(a: &[f32], b: &[f32]) -> f32 {
         unsafe { l2_avx512(a, b) }
+    }
+    pub fn dot_codes_avx2_safe(q: &[f32], c: &[i8]) -> f32 {
+        unsafe { dot_codes_avx2(q, c) }
+    }
+    pub fn dot_codes_avx512_safe(q: &[f32], c: &[i8]) -> f32 {
+        unsafe { dot_codes_avx512(q, c) }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot_codes_avx2(q: &[f32], c: &[i8]) -> f32 {
+        let n = q.len().min(c.len());
+        let (pq, pc) = (q.as_ptr(), c.as_ptr());
+        let mut s0 = _mm256_setzero_ps();
+        let mut s1 = _mm256_setzero_ps();
+        let mut i = 0;
+        while i + 16 <= n {
+            let bytes = _mm_loadu_si128(pc.add(i) as *const __m128i);
+            let lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+            let hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8)));
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i)), lo, s0);
+            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i + 8)), hi, s1);
+            i += 16;
+        }
+        let mut sum = hsum256(_mm256_add_ps(s0, s1));
+        while i < n {
+            sum += *pq.add(i) * *pc.add(i) as f32;
+            i += 1;
+        }
+        sum
+    }
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn dot_codes_avx512(q: &[f32], c: &[i8]) -> f32 {
+        let n = q.len().min(c.len());
+        let (pq, pc) = (q.as_ptr(), c.as_ptr());
+        let mut s0 = _mm512_setzero_ps();
+        let mut s1 = _mm512_setzero_ps();
+        let mut i = 0;
+        while i + 32 <= n {
+            let a = _mm_loadu_si128(pc.add(i) as *const __m128i);
+            let b = _mm_loadu_si128(pc.add(i + 16) as *const __m128i);
+            s0 = _mm512_fmadd_ps(
+                _mm512_loadu_ps(pq.add(i)),
+                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(a)),
+                s0,
+            );
+            s1 = _mm512_fmadd_ps(
+                _mm512_loadu_ps(pq.add(i + 16)),
+                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)),
+                s1,
+            );
+            i += 32;
+        }
+        let mut sum = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+        while i < n {
+            sum += *pq.add(i) * *pc.add(i) as f32;
+            i += 1;
+        }
+        sum
     }
 
     #[target_feature(enable = "avx2,fma")]

@@ -142,6 +142,9 @@ pub struct Graph {
     /// Generator state for level draws (persisted, so a loaded graph keeps drawing the same).
     pub(crate) rng: u64,
     pub(crate) vectors: Vec<f32>,
+    /// The vectors as int8 codes (see [`Codes`]): the graph walk reads these, a quarter of the
+    /// bytes; the float vectors only rank what the walk found.
+    codes: Codes,
     pub(crate) levels: Vec<u8>,
     pub(crate) links0: Vec<u32>,
     /// Per slot, levels 1..=level, each `[count, n1, .., n_m]`; empty for level-0 slots.
@@ -164,6 +167,7 @@ impl Graph {
             params,
             rng: params.seed ^ 0x9E37_79B9_7F4A_7C15,
             vectors: Vec::new(),
+            codes: Codes::default(),
             levels: Vec::new(),
             links0: Vec::new(),
             upper: Vec::new(),
@@ -235,8 +239,51 @@ impl Graph {
     }
 
     #[inline]
-    fn dist(&self, q: &[f32], slot: u32) -> f32 {
+    pub(crate) fn dist(&self, q: &[f32], slot: u32) -> f32 {
         self.params.metric.distance(q, self.vector(slot))
+    }
+
+    /// The distance to a slot's codes: close to [`Graph::dist`], at a quarter of the reads.
+    #[inline]
+    fn approx(&self, q: &Query, slot: u32) -> f32 {
+        self.codes
+            .distance(self.params.metric, q, slot as usize, self.params.dim)
+    }
+
+    /// The code distance to a slot and how far the float distance can be from it.
+    #[inline]
+    pub(crate) fn approx_bounded(&self, q: &Query, slot: u32) -> (f32, f32) {
+        let metric = self.params.metric;
+        let d = self.approx(q, slot);
+        (d, self.codes.bound(metric, q, slot as usize, d))
+    }
+
+    /// Bytes held by the codes and their per-vector terms.
+    pub(crate) fn codes_bytes(&self) -> usize {
+        let c = &self.codes;
+        c.codes.capacity()
+            + 4 * [&c.scales, &c.norms, &c.residuals, &c.norm_gaps]
+                .iter()
+                .map(|v| v.capacity())
+                .sum::<usize>()
+    }
+
+    /// Starts loading a slot's codes.
+    #[inline]
+    pub(crate) fn prefetch_codes(&self, slot: u32) {
+        prefetch(self.codes.of(slot as usize, self.params.dim));
+    }
+
+    /// `found` re-measured with the float vectors, nearest first.
+    fn exact(&self, q: &[f32], mut found: Vec<Near>) -> Vec<Near> {
+        for f in &found {
+            prefetch(self.vector(f.slot));
+        }
+        for f in &mut found {
+            f.dist = self.dist(q, f.slot);
+        }
+        found.sort_unstable();
+        found
     }
 
     fn draw_level(&mut self) -> usize {
@@ -284,6 +331,7 @@ impl Graph {
         grow(&mut self.levels, additional, exact);
         grow(&mut self.upper, additional, exact);
         grow(&mut self.deleted, additional, exact);
+        self.codes.reserve(additional, self.params.dim, exact);
         if self.vectors.as_ptr() != before {
             self.advise_huge_pages();
         }
@@ -294,6 +342,7 @@ impl Graph {
     pub(crate) fn advise_huge_pages(&self) {
         advise_huge_pages(&self.vectors);
         advise_huge_pages(&self.links0);
+        advise_huge_pages(&self.codes.codes);
     }
 
     /// Prepares (for cosine: normalises) and appends a vector, linking it (and anything
@@ -312,6 +361,7 @@ impl Graph {
         let start = self.vectors.len();
         self.vectors.extend_from_slice(vector);
         self.params.metric.prepare(&mut self.vectors[start..]);
+        self.codes.push(&self.vectors[start..]);
         self.levels.push(level as u8);
         self.links0.resize(self.links0.len() + self.m0() + 1, 0);
         self.upper
@@ -360,14 +410,15 @@ impl Graph {
         }
         let level = self.levels[slot as usize] as usize;
         let q = self.vector(slot);
+        let query = Query::new(q);
         let top = self.levels[self.entry as usize] as usize;
-        let mut ep = self.greedy_descent(q, self.entry, top, level);
+        let mut ep = self.greedy_descent(&query, self.entry, top, level);
         let mut visited = self.checkout_visited();
         // A level's search reads only that level's links, so writing the upper levels' lists
         // first (as one-at-a-time insertion does) would not change it.
         for lc in (0..=level.min(top)).rev() {
             let found = self.search_layer(
-                q,
+                &query,
                 &ep,
                 self.params.ef_construction,
                 lc,
@@ -436,12 +487,12 @@ impl Graph {
             next.push(to);
             return Some(next);
         }
-        let base = self.vector(from);
+        let base = Query::new(self.vector(from));
         let mut pool: Vec<Near> = current
             .iter()
             .chain(std::iter::once(&to))
             .map(|&s| Near {
-                dist: self.params.metric.distance(base, self.vector(s)),
+                dist: self.approx(&base, s),
                 slot: s,
             })
             .collect();
@@ -457,10 +508,8 @@ impl Graph {
             if kept.len() >= max {
                 break;
             }
-            let cv = self.vector(c.slot);
-            let diverse = kept
-                .iter()
-                .all(|&k| self.params.metric.distance(cv, self.vector(k)) >= c.dist);
+            let cv = Query::new(self.vector(c.slot));
+            let diverse = kept.iter().all(|&k| self.approx(&cv, k) >= c.dist);
             if diverse {
                 kept.push(c.slot);
             }
@@ -469,9 +518,9 @@ impl Graph {
     }
 
     /// Greedy walk with ef = 1 from `top` down to `stop + 1`; returns the entry set for `stop`.
-    fn greedy_descent(&self, q: &[f32], start: u32, top: usize, stop: usize) -> Vec<Near> {
+    fn greedy_descent(&self, q: &Query, start: u32, top: usize, stop: usize) -> Vec<Near> {
         let mut cur = Near {
-            dist: self.dist(q, start),
+            dist: self.approx(q, start),
             slot: start,
         };
         for level in (stop + 1..=top).rev() {
@@ -479,7 +528,7 @@ impl Graph {
             while improved {
                 improved = false;
                 for &n in self.links(cur.slot, level) {
-                    let d = self.dist(q, n);
+                    let d = self.approx(q, n);
                     if d < cur.dist {
                         cur = Near { dist: d, slot: n };
                         improved = true;
@@ -494,7 +543,7 @@ impl Graph {
     /// for which `collect` holds enter the result (at most `ef`, nearest first).
     fn search_layer<F: Fn(u32) -> bool>(
         &self,
-        q: &[f32],
+        q: &Query,
         entry: &[Near],
         ef: usize,
         level: usize,
@@ -537,10 +586,10 @@ impl Graph {
                     .filter(|&n| visited.first_visit(n)),
             );
             for &n in &fresh {
-                prefetch(self.vector(n));
+                prefetch(self.codes.of(n as usize, self.params.dim));
             }
             for &n in &fresh {
-                let d = self.dist(q, n);
+                let d = self.approx(q, n);
                 let full = results.len() >= ef;
                 let worst = if full {
                     results.peek().map_or(f32::INFINITY, |w| w.dist)
@@ -575,12 +624,14 @@ impl Graph {
             return Vec::new();
         }
         let top = self.levels[self.entry as usize] as usize;
-        let ep = self.greedy_descent(query, self.entry, top, 0);
+        let q = Query::new(query);
+        let ep = self.greedy_descent(&q, self.entry, top, 0);
         let mut visited = self.checkout_visited();
-        let mut found = self.search_layer(query, &ep, ef.max(k), 0, &mut visited, |s| {
+        let found = self.search_layer(&q, &ep, ef.max(k), 0, &mut visited, |s| {
             !self.deleted[s as usize] && allow(s)
         });
         self.return_visited(visited);
+        let mut found = self.exact(query, found);
         found.truncate(k);
         found
     }
@@ -610,10 +661,15 @@ impl Graph {
         pending: VecDeque<u32>,
     ) -> Graph {
         let n_deleted = deleted.iter().filter(|d| **d).count();
+        let mut codes = Codes::default();
+        if params.dim > 0 {
+            vectors.chunks_exact(params.dim).for_each(|v| codes.push(v));
+        }
         let graph = Graph {
             params,
             rng,
             vectors,
+            codes,
             levels,
             links0,
             upper,
@@ -671,18 +727,107 @@ impl Graph {
     }
 }
 
-/// Requests every cache line of a vector.
-#[inline(always)]
-pub(crate) fn prefetch_vector(v: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        for line in (0..v.len()).step_by(16) {
-            _mm_prefetch(v.as_ptr().add(line) as *const i8, _MM_HINT_T0);
+/// A query with what the code distances need of it.
+pub(crate) struct Query<'a> {
+    v: &'a [f32],
+    norm: f32,
+}
+
+impl<'a> Query<'a> {
+    pub(crate) fn new(v: &'a [f32]) -> Query<'a> {
+        Query {
+            v,
+            norm: crate::distance::dot(v, v).sqrt(),
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = v;
+}
+
+/// Scalar quantisation, one scale per vector: `v ≈ v̂ = scale * codes`, `codes` in -127..=127,
+/// `scale = max |v_i| / 127`. Per-vector scales need no training, so vectors can arrive one
+/// at a time; a query stays in floats (asymmetric distance). Each vector also keeps what
+/// bounds the error, so an exact scan can skip the float vectors that cannot matter.
+#[derive(Default)]
+struct Codes {
+    codes: Vec<i8>,
+    scales: Vec<f32>,
+    /// `|v̂|²`, for Euclidean distances.
+    norms: Vec<f32>,
+    /// `|v - v̂|`: by Cauchy-Schwarz, `|q·v - q·v̂| <= |q| * residual`.
+    residuals: Vec<f32>,
+    /// `||v|² - |v̂|²|`, the rest of a Euclidean distance's error.
+    norm_gaps: Vec<f32>,
+}
+
+/// Slack for float rounding in the code distance, relative to its size.
+const ROUNDING: f32 = 1e-5;
+
+impl Codes {
+    fn reserve(&mut self, additional: usize, dim: usize, exact: bool) {
+        let per_slot = [
+            &mut self.scales,
+            &mut self.norms,
+            &mut self.residuals,
+            &mut self.norm_gaps,
+        ];
+        if exact {
+            self.codes.reserve_exact(additional * dim);
+            per_slot
+                .into_iter()
+                .for_each(|v| v.reserve_exact(additional));
+        } else {
+            self.codes.reserve(additional * dim);
+            per_slot.into_iter().for_each(|v| v.reserve(additional));
+        }
+    }
+
+    fn push(&mut self, v: &[f32]) {
+        let top = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        let scale = if top > 0.0 { top / 127.0 } else { 0.0 };
+        let inv = if top > 0.0 { 127.0 / top } else { 0.0 };
+        let start = self.codes.len();
+        self.codes.extend(
+            v.iter()
+                .map(|x| (x * inv).round().clamp(-127.0, 127.0) as i8),
+        );
+        let c = &self.codes[start..];
+        let (mut norm, mut exact_norm, mut residual) = (0.0f64, 0.0f64, 0.0f64);
+        for (&x, &code) in v.iter().zip(c) {
+            let approx = scale as f64 * code as f64;
+            norm += approx * approx;
+            exact_norm += x as f64 * x as f64;
+            residual += (x as f64 - approx).powi(2);
+        }
+        self.scales.push(scale);
+        self.norms.push(norm as f32);
+        self.residuals.push(residual.sqrt() as f32);
+        self.norm_gaps.push((exact_norm - norm).abs() as f32);
+    }
+
+    #[inline]
+    fn of(&self, slot: usize, dim: usize) -> &[i8] {
+        &self.codes[slot * dim..(slot + 1) * dim]
+    }
+
+    #[inline]
+    fn distance(&self, metric: Metric, q: &Query, slot: usize, dim: usize) -> f32 {
+        let d = crate::distance::dot_codes(q.v, self.of(slot, dim)) * self.scales[slot];
+        match metric {
+            Metric::Euclidean => q.norm * q.norm + self.norms[slot] - 2.0 * d,
+            Metric::Cosine | Metric::DotProduct => -d,
+        }
+    }
+
+    /// How far [`Codes::distance`] can be from the float distance.
+    #[inline]
+    fn bound(&self, metric: Metric, q: &Query, slot: usize, approx: f32) -> f32 {
+        let rounding = ROUNDING * (1.0 + approx.abs());
+        match metric {
+            Metric::Euclidean => {
+                2.0 * q.norm * self.residuals[slot] + self.norm_gaps[slot] + rounding
+            }
+            Metric::Cosine | Metric::DotProduct => q.norm * self.residuals[slot] + rounding,
+        }
+    }
 }
 
 /// Advises huge pages for the whole capacity of `buffer` (best before it is filled).
@@ -704,7 +849,7 @@ pub(crate) fn advise_huge_pages<T>(buffer: &Vec<T>) {
 pub(crate) fn advise_huge_pages<T>(_buffer: &Vec<T>) {}
 
 /// Cache lines of a vector requested ahead of its distance computation.
-const PREFETCH_LINES: usize = 2;
+const PREFETCH_LINES: usize = 6;
 
 #[inline(always)]
 fn prefetch<T>(v: &[T]) {

@@ -25,6 +25,7 @@ const COMPACT_MIN_TOMBSTONES: usize = 256;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryUse {
     pub vectors: usize,
+    pub codes: usize,
     pub graph: usize,
     pub ids: usize,
     pub metadata: usize,
@@ -366,6 +367,7 @@ impl VectorIndex {
         let records = self.records.memory_bytes(ALLOC);
         MemoryUse {
             vectors: g.vectors.capacity() * 4,
+            codes: g.codes_bytes(),
             graph,
             ids,
             metadata: records + self.postings.memory_bytes(),

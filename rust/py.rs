@@ -655,6 +655,7 @@ impl PyVectorIndex {
         let m = self.read(py, |ix| ix.memory_bytes());
         vec![
             ("vectors", m.vectors),
+            ("codes", m.codes),
             ("graph", m.graph),
             ("ids", m.ids),
             ("metadata", m.metadata),
