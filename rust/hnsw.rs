@@ -268,6 +268,12 @@ impl Graph {
                 .sum::<usize>()
     }
 
+    /// Starts loading a slot's float vector.
+    #[inline]
+    pub(crate) fn prefetch_vector(&self, slot: u32) {
+        prefetch(self.vector(slot));
+    }
+
     /// Starts loading a slot's codes.
     #[inline]
     pub(crate) fn prefetch_codes(&self, slot: u32) {

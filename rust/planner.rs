@@ -324,34 +324,38 @@ pub fn allowed_slots(index: &VectorIndex, filter: Option<&Filter>) -> Vec<u32> {
 
 /// The exact `k` closest of `slots` (query already prepared), closest first. The codes are
 /// scanned first; only the slots whose error bound reaches the `k`-th best upper bound are
-/// measured with their float vectors, which gives the same answer as measuring them all.
+/// measured with their float vectors (nearest lower bound first, until none can beat the
+/// `k`-th), which gives the same answer as measuring them all.
 pub fn exact(index: &VectorIndex, query: &[f32], k: usize, slots: Vec<u32>) -> Vec<Near> {
     let g = &index.graph;
     let q = Query::new(query);
-    let mut uppers: BinaryHeap<Near> = BinaryHeap::with_capacity(k + 1);
     let mut coarse: Vec<(f32, u32)> = Vec::with_capacity(slots.len());
+    let mut uppers: Vec<f32> = Vec::with_capacity(slots.len());
     for (i, &slot) in slots.iter().enumerate() {
         // The slots are scattered: start loading a few ahead of the one measured.
         if let Some(&ahead) = slots.get(i + PREFETCH_AHEAD) {
             g.prefetch_codes(ahead);
         }
         let (d, bound) = g.approx_bounded(&q, slot);
-        uppers.push(Near {
-            dist: d + bound,
-            slot,
-        });
-        if uppers.len() > k {
-            uppers.pop();
-        }
+        uppers.push(d + bound);
         coarse.push((d - bound, slot));
     }
-    let Some(cut) = uppers.peek().map(|u| u.dist) else {
+    if uppers.is_empty() || k == 0 {
         return Vec::new();
-    };
+    }
+    // The k-th smallest upper bound: k slots are at least this close.
+    let kth = k.min(uppers.len()) - 1;
+    let cut = *uppers.select_nth_unstable_by(kth, |a, b| a.total_cmp(b)).1;
+    // Nearest lower bound first, so the scan can stop at the first that cannot beat the k-th.
+    let mut shortlist: Vec<(f32, u32)> = coarse.into_iter().filter(|c| c.0 <= cut).collect();
+    shortlist.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
     let mut heap: BinaryHeap<Near> = BinaryHeap::with_capacity(k + 1);
-    for (lower, slot) in coarse {
-        if lower > cut {
-            continue;
+    for (i, &(lower, slot)) in shortlist.iter().enumerate() {
+        if heap.len() == k && heap.peek().is_some_and(|w| lower > w.dist) {
+            break;
+        }
+        if let Some(&(_, ahead)) = shortlist.get(i + PREFETCH_AHEAD) {
+            g.prefetch_vector(ahead);
         }
         let near = Near {
             dist: g.dist(query, slot),
