@@ -5,6 +5,12 @@
 //! that reach them. Levels come from a seeded generator, so the same inserts build the same
 //! graph. Deleted slots stay in the graph as waypoints but are never collected.
 //!
+//! Each vector is also kept as int8 codes with one scale (a quarter of the bytes). Graph walks,
+//! at insert and at search, measure codes; the float vectors then re-rank what a search found,
+//! so returned distances are exact. Walking codes reads a quarter of the memory per step, which
+//! is what bounds a walk once the vectors outgrow the caches; the price is the codes' memory,
+//! a quarter of the float vectors'.
+//!
 //! A slot may be stored before it is linked: [`Graph::push`] appends the vector and draws its
 //! level, queueing the slot; [`Graph::link_pending`] links queued slots in arrival order. An
 //! unlinked slot has no links and nothing links to it, so a graph walk never reaches it; the
