@@ -245,23 +245,15 @@ impl Graph {
     }
 
     #[inline]
-    pub(crate) fn dist(&self, q: &[f32], slot: u32) -> f32 {
+    fn dist(&self, q: &[f32], slot: u32) -> f32 {
         self.params.metric.distance(q, self.vector(slot))
     }
 
     /// The distance to a slot's codes: close to [`Graph::dist`], at a quarter of the reads.
     #[inline]
-    fn approx(&self, q: &Query, slot: u32) -> f32 {
+    pub(crate) fn approx(&self, q: &Query, slot: u32) -> f32 {
         self.codes
             .distance(self.params.metric, q, slot as usize, self.params.dim)
-    }
-
-    /// The code distance to a slot and how far the float distance can be from it.
-    #[inline]
-    pub(crate) fn approx_bounded(&self, q: &Query, slot: u32) -> (f32, f32) {
-        let metric = self.params.metric;
-        let d = self.approx(q, slot);
-        (d, self.codes.bound(metric, q, slot as usize, d))
     }
 
     /// Bytes held by the codes and their per-vector terms.
@@ -275,27 +267,54 @@ impl Graph {
     }
 
     /// Starts loading a slot's float vector.
-    #[inline]
-    pub(crate) fn prefetch_vector(&self, slot: u32) {
-        prefetch(self.vector(slot));
-    }
-
     /// Starts loading a slot's codes.
     #[inline]
     pub(crate) fn prefetch_codes(&self, slot: u32) {
         prefetch(self.codes.of(slot as usize, self.params.dim));
     }
 
-    /// `found` re-measured with the float vectors, nearest first.
-    fn exact(&self, q: &[f32], mut found: Vec<Near>) -> Vec<Near> {
-        for f in &found {
-            prefetch(self.vector(f.slot));
+    /// The exact `k` nearest of slots measured on their codes (`(code distance, slot)`),
+    /// nearest first. Only slots whose error bound reaches the `k`-th best upper bound are
+    /// measured with their float vectors, nearest lower bound first until none can beat the
+    /// `k`-th: the same answer as measuring them all.
+    pub(crate) fn rerank(&self, q: &Query, k: usize, coarse: &[Near]) -> Vec<Near> {
+        if coarse.is_empty() || k == 0 {
+            return Vec::new();
         }
-        for f in &mut found {
-            f.dist = self.dist(q, f.slot);
+        let metric = self.params.metric;
+        let bound = |c: &Near| self.codes.bound(metric, q, c.slot as usize, c.dist);
+        let mut uppers: Vec<f32> = coarse.iter().map(|c| c.dist + bound(c)).collect();
+        let kth = k.min(uppers.len()) - 1;
+        let cut = *uppers.select_nth_unstable_by(kth, |a, b| a.total_cmp(b)).1;
+        let mut shortlist: Vec<Near> = coarse
+            .iter()
+            .map(|c| Near {
+                dist: c.dist - bound(c),
+                slot: c.slot,
+            })
+            .filter(|lower| lower.dist <= cut)
+            .collect();
+        shortlist.sort_unstable();
+        let mut heap: BinaryHeap<Near> = BinaryHeap::with_capacity(k + 1);
+        for (i, lower) in shortlist.iter().enumerate() {
+            if heap.len() == k && heap.peek().is_some_and(|w| lower.dist > w.dist) {
+                break;
+            }
+            if let Some(ahead) = shortlist.get(i + RERANK_PREFETCH) {
+                prefetch(self.vector(ahead.slot));
+            }
+            let near = Near {
+                dist: self.dist(q.v, lower.slot),
+                slot: lower.slot,
+            };
+            if heap.len() < k {
+                heap.push(near);
+            } else if heap.peek().is_some_and(|w| near < *w) {
+                heap.pop();
+                heap.push(near);
+            }
         }
-        found.sort_unstable();
-        found
+        heap.into_sorted_vec()
     }
 
     fn draw_level(&mut self) -> usize {
@@ -643,9 +662,7 @@ impl Graph {
             !self.deleted[s as usize] && allow(s)
         });
         self.return_visited(visited);
-        let mut found = self.exact(query, found);
-        found.truncate(k);
-        found
+        self.rerank(&q, k, &found)
     }
 
     /// Tombstones a slot: still a waypoint, never a result. Returns false if already deleted.
@@ -859,6 +876,9 @@ pub(crate) fn advise_huge_pages<T>(buffer: &Vec<T>) {
 
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn advise_huge_pages<T>(_buffer: &Vec<T>) {}
+
+/// How many shortlisted slots ahead a re-rank starts loading float vectors.
+const RERANK_PREFETCH: usize = 4;
 
 /// Cache lines of a vector requested ahead of its distance computation.
 const PREFETCH_LINES: usize = 6;

@@ -3,7 +3,7 @@
 //! to date on insert and delete, which make a thread's or resource's exact scan touch only its
 //! own vectors.
 
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
 use crate::filter::{Fields, Filter, Scalar, Value};
 use crate::hnsw::{Near, Query};
@@ -322,53 +322,24 @@ pub fn allowed_slots(index: &VectorIndex, filter: Option<&Filter>) -> Vec<u32> {
     }
 }
 
-/// The exact `k` closest of `slots` (query already prepared), closest first. The codes are
-/// scanned first; only the slots whose error bound reaches the `k`-th best upper bound are
-/// measured with their float vectors (nearest lower bound first, until none can beat the
-/// `k`-th), which gives the same answer as measuring them all.
+/// The exact `k` closest of `slots` (query already prepared), closest first: the codes are
+/// scanned, then [`Graph::rerank`](crate::hnsw::Graph::rerank) measures the few that can
+/// matter with their float vectors.
 pub fn exact(index: &VectorIndex, query: &[f32], k: usize, slots: Vec<u32>) -> Vec<Near> {
     let g = &index.graph;
     let q = Query::new(query);
-    let mut coarse: Vec<(f32, u32)> = Vec::with_capacity(slots.len());
-    let mut uppers: Vec<f32> = Vec::with_capacity(slots.len());
+    let mut coarse: Vec<Near> = Vec::with_capacity(slots.len());
     for (i, &slot) in slots.iter().enumerate() {
         // The slots are scattered: start loading a few ahead of the one measured.
         if let Some(&ahead) = slots.get(i + PREFETCH_AHEAD) {
             g.prefetch_codes(ahead);
         }
-        let (d, bound) = g.approx_bounded(&q, slot);
-        uppers.push(d + bound);
-        coarse.push((d - bound, slot));
-    }
-    if uppers.is_empty() || k == 0 {
-        return Vec::new();
-    }
-    // The k-th smallest upper bound: k slots are at least this close.
-    let kth = k.min(uppers.len()) - 1;
-    let cut = *uppers.select_nth_unstable_by(kth, |a, b| a.total_cmp(b)).1;
-    // Nearest lower bound first, so the scan can stop at the first that cannot beat the k-th.
-    let mut shortlist: Vec<(f32, u32)> = coarse.into_iter().filter(|c| c.0 <= cut).collect();
-    shortlist.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-    let mut heap: BinaryHeap<Near> = BinaryHeap::with_capacity(k + 1);
-    for (i, &(lower, slot)) in shortlist.iter().enumerate() {
-        if heap.len() == k && heap.peek().is_some_and(|w| lower > w.dist) {
-            break;
-        }
-        if let Some(&(_, ahead)) = shortlist.get(i + PREFETCH_AHEAD) {
-            g.prefetch_vector(ahead);
-        }
-        let near = Near {
-            dist: g.dist(query, slot),
+        coarse.push(Near {
+            dist: g.approx(&q, slot),
             slot,
-        };
-        if heap.len() < k {
-            heap.push(near);
-        } else if heap.peek().is_some_and(|w| near < *w) {
-            heap.pop();
-            heap.push(near);
-        }
+        });
     }
-    heap.into_sorted_vec()
+    g.rerank(&q, k, &coarse)
 }
 
 /// How many slots ahead the exact scan prefetches.
