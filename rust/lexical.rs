@@ -8,10 +8,16 @@
 //! live message): `idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg_len))` with
 //! `idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`.
 //!
+//! A message is also scored in context: its text joined with the message right before it in
+//! its thread (by the order given at upsert), as one BM25 document of their summed term counts
+//! and lengths (against twice the average length), weighted by `context_weight` and added to
+//! its own score. A reply is often found by the words of the turn it answers. The context is
+//! looked up at search time, so removing or replacing a message re-links its neighbours at once.
+//!
 //! Removing or replacing a message marks its slot dead (its postings are skipped and its terms'
 //! frequencies corrected at once); dead postings are swept when they outnumber the live ones.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// English function words that carry no topic (used when `stop_words` is on).
 const STOP_WORDS: &[&str] = &[
@@ -43,8 +49,25 @@ impl Tokenizer {
     }
 }
 
-/// A light English suffix stemmer: plurals, `-ing`, `-ed` and `-ly`, only on longer words.
+/// A light English suffix stemmer: plurals, `-ing`, `-ed` and `-ly`, only on longer words; a
+/// doubled final consonant left by `-ing`/`-ed` is undoubled (`running` → `run`) and a final
+/// `e` dropped from longer stems (`dance`, `dancing` → `danc`).
 fn stem(word: &str) -> String {
+    let mut out = strip_suffix(word);
+    let b = out.as_bytes();
+    let n = b.len();
+    let stripped = out.len() != word.len();
+    if stripped && n >= 4 && b[n - 1] == b[n - 2] && !b"lsz".contains(&b[n - 1]) {
+        out.pop();
+    }
+    if out.chars().count() >= 5 && out.ends_with('e') {
+        out.pop();
+    }
+    out
+}
+
+/// The first of the stemmer's suffix rules that applies.
+fn strip_suffix(word: &str) -> String {
     let n = word.chars().count();
     let strip = |suffix: &str, min: usize, with: &str| -> Option<String> {
         (n >= min && word.ends_with(suffix))
@@ -86,6 +109,8 @@ struct Posting {
 struct Doc {
     id: String,
     thread: u32,
+    resource: u32,
+    order: i64,
     len: u32,
     terms: Vec<u32>,
     alive: bool,
@@ -123,6 +148,7 @@ pub struct LexicalIndex {
     tokenizer: Tokenizer,
     k1: f32,
     b: f32,
+    context_weight: f32,
     terms: Names,
     postings: Vec<Vec<Posting>>,
     df: Vec<u32>,
@@ -130,6 +156,8 @@ pub struct LexicalIndex {
     slot_of: HashMap<String, u32>,
     threads: Names,
     resources: Names,
+    /// Live documents of each thread by `(order, slot)`: where a message's context is found.
+    sequence: HashMap<u32, BTreeSet<(i64, u32)>>,
     live: usize,
     dead_postings: usize,
     live_postings: usize,
@@ -137,11 +165,13 @@ pub struct LexicalIndex {
 }
 
 impl LexicalIndex {
-    pub fn new(tokenizer: Tokenizer, k1: f32, b: f32) -> Self {
+    /// An empty index; `context_weight` 0 scores every message on its own text only.
+    pub fn new(tokenizer: Tokenizer, k1: f32, b: f32, context_weight: f32) -> Self {
         LexicalIndex {
             tokenizer,
             k1,
             b,
+            context_weight,
             terms: Names::default(),
             postings: Vec::new(),
             df: Vec::new(),
@@ -149,6 +179,7 @@ impl LexicalIndex {
             slot_of: HashMap::new(),
             threads: Names::default(),
             resources: Names::default(),
+            sequence: HashMap::new(),
             live: 0,
             dead_postings: 0,
             live_postings: 0,
@@ -169,8 +200,16 @@ impl LexicalIndex {
         self.tokenizer
     }
 
-    /// Add a message, or replace the one with this id.
-    pub fn upsert(&mut self, id: &str, thread: &str, resource: Option<&str>, text: &str) {
+    /// Add a message, or replace the one with this id; `order` places it in its thread
+    /// (equal orders keep the order of upserts).
+    pub fn upsert(
+        &mut self,
+        id: &str,
+        thread: &str,
+        resource: Option<&str>,
+        order: i64,
+        text: &str,
+    ) {
         self.remove_one(id);
         let mut counts: HashMap<u32, u32> = HashMap::new();
         let tokens = self.tokenizer.tokens(text);
@@ -200,9 +239,15 @@ impl LexicalIndex {
         self.live_postings += terms.len();
         self.total_len += tokens.len() as u64;
         self.live += 1;
+        self.sequence
+            .entry(thread)
+            .or_default()
+            .insert((order, slot));
         self.docs.push(Doc {
             id: id.to_string(),
             thread,
+            resource,
+            order,
             len: tokens.len() as u32,
             terms,
             alive: true,
@@ -238,6 +283,10 @@ impl LexicalIndex {
         };
         let doc = &mut self.docs[slot as usize];
         doc.alive = false;
+        if let Some(set) = self.sequence.get_mut(&doc.thread) {
+            set.remove(&(doc.order, slot));
+        }
+        let doc = &self.docs[slot as usize];
         for &term in &doc.terms {
             self.df[term as usize] -= 1;
         }
@@ -263,6 +312,13 @@ impl LexicalIndex {
             }
         }
         self.docs = docs;
+        for set in self.sequence.values_mut() {
+            *set = set
+                .iter()
+                .map(|&(order, old)| (order, new_slot[old as usize]))
+                .collect();
+        }
+        self.sequence.retain(|_, set| !set.is_empty());
         for list in &mut self.postings {
             list.retain(|p| new_slot[p.doc as usize] != u32::MAX);
             for p in list.iter_mut() {
@@ -272,8 +328,33 @@ impl LexicalIndex {
         self.dead_postings = 0;
     }
 
+    /// The live message right before (`-1`) or after (`+1`) `slot` in its thread.
+    fn neighbour(&self, slot: u32, step: i8) -> Option<u32> {
+        let doc = &self.docs[slot as usize];
+        let set = self.sequence.get(&doc.thread)?;
+        let key = (doc.order, slot);
+        let found = if step < 0 {
+            set.range(..key).next_back()
+        } else {
+            set.range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
+                .next()
+        };
+        found.map(|&(_, s)| s)
+    }
+
+    /// BM25 of one document of `len` terms holding the query terms `tfs` times.
+    fn bm25(&self, idfs: &[f32], tfs: &[u32], len: u32, avg_len: f32) -> f32 {
+        let norm = self.k1 * (1.0 - self.b + self.b * len as f32 / avg_len.max(1e-9));
+        idfs.iter()
+            .zip(tfs)
+            .filter(|(_, &tf)| tf > 0)
+            .map(|(idf, &tf)| idf * tf as f32 * (self.k1 + 1.0) / (tf as f32 + norm))
+            .sum()
+    }
+
     /// The `k` best messages for `query` within `scope`, best first, as `(id, score)`; ties go
-    /// to the earlier-added message. Documents sharing no term with the query are not returned.
+    /// to the earlier-added message. Messages sharing no term with the query, in their own text
+    /// or (with a context weight) in their context, are not returned.
     pub fn search(&self, query: &str, k: usize, scope: Scope<'_>) -> Vec<(String, f32)> {
         let wanted = match scope {
             Scope::All => None,
@@ -289,36 +370,65 @@ impl LexicalIndex {
         if k == 0 || self.live == 0 {
             return Vec::new();
         }
+        let in_scope = |thread: u32, resource: u32| match wanted {
+            None => true,
+            Some((true, t)) => thread == t,
+            Some((false, r)) => resource == r,
+        };
         let mut terms: Vec<u32> = self
             .tokenizer
             .tokens(query)
             .iter()
             .filter_map(|t| self.terms.get(t))
+            .filter(|&t| self.df[t as usize] > 0)
             .collect();
         terms.sort_unstable();
         terms.dedup();
         let n = self.live as f32;
         let avg_len = self.total_len as f32 / n;
-        let mut scores: HashMap<u32, f32> = HashMap::new();
-        for term in terms {
-            let df = self.df[term as usize] as f32;
-            if df == 0.0 {
-                continue;
-            }
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        let idfs: Vec<f32> = terms
+            .iter()
+            .map(|&t| {
+                let df = self.df[t as usize] as f32;
+                (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+            })
+            .collect();
+        // Each matching document's count of every query term.
+        let mut counts: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (i, &term) in terms.iter().enumerate() {
             for p in &self.postings[term as usize] {
-                let in_scope = match wanted {
-                    None => true,
-                    Some((true, t)) => p.thread == t,
-                    Some((false, r)) => p.resource == r,
-                };
-                let doc = &self.docs[p.doc as usize];
-                if !in_scope || !doc.alive {
+                if in_scope(p.thread, p.resource) && self.docs[p.doc as usize].alive {
+                    counts.entry(p.doc).or_insert_with(|| vec![0; terms.len()])[i] = p.tf;
+                }
+            }
+        }
+        let mut scores: HashMap<u32, f32> = counts
+            .iter()
+            .map(|(&slot, tfs)| {
+                let len = self.docs[slot as usize].len;
+                (slot, self.bm25(&idfs, tfs, len, avg_len))
+            })
+            .collect();
+        if self.context_weight > 0.0 {
+            let none = vec![0; terms.len()];
+            let mut scored: Vec<u32> = counts.keys().copied().collect();
+            scored.extend(counts.keys().filter_map(|&s| self.neighbour(s, 1)));
+            scored.sort_unstable();
+            scored.dedup();
+            for slot in scored {
+                let doc = &self.docs[slot as usize];
+                if !in_scope(doc.thread, doc.resource) {
                     continue;
                 }
-                let tf = p.tf as f32;
-                let norm = self.k1 * (1.0 - self.b + self.b * doc.len as f32 / avg_len.max(1e-9));
-                *scores.entry(p.doc).or_insert(0.0) += idf * tf * (self.k1 + 1.0) / (tf + norm);
+                let own = counts.get(&slot).unwrap_or(&none);
+                let before = self.neighbour(slot, -1);
+                let prior = before.and_then(|p| counts.get(&p)).unwrap_or(&none);
+                let tfs: Vec<u32> = own.iter().zip(prior).map(|(a, b)| a + b).collect();
+                let len = doc.len + before.map_or(0, |p| self.docs[p as usize].len);
+                let context = self.bm25(&idfs, &tfs, len, 2.0 * avg_len);
+                if context > 0.0 {
+                    *scores.entry(slot).or_insert(0.0) += self.context_weight * context;
+                }
             }
         }
         let mut ranked: Vec<(u32, f32)> = scores.into_iter().collect();
@@ -385,9 +495,9 @@ mod tests {
     }
 
     fn index_of(rows: &[(&str, &str, &str, &str)]) -> LexicalIndex {
-        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75);
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 0.0);
         for (id, thread, resource, text) in rows {
-            index.upsert(id, thread, Some(resource), text);
+            index.upsert(id, thread, Some(resource), 0, text);
         }
         index
     }
@@ -465,7 +575,7 @@ mod tests {
     fn removal_and_update_match_a_fresh_index() {
         let mut index = index_of(ROWS);
         assert_eq!(index.remove(["m2", "missing"]), 1);
-        index.upsert("m3", "t2", Some("r1"), "A dog at the lake");
+        index.upsert("m3", "t2", Some("r1"), 0, "A dog at the lake");
         assert_eq!(index.remove_thread("t4"), 1);
         let expected: Vec<(&str, &str, &str, &str)> = vec![
             ROWS[0],
@@ -484,11 +594,11 @@ mod tests {
 
     #[test]
     fn sweeping_dead_postings_keeps_results() {
-        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75);
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 0.0);
         for round in 0..50 {
             for i in 0..100 {
                 let text = format!("word{} common round{round}", i % 7);
-                index.upsert(&format!("m{i}"), "t", Some("r"), &text);
+                index.upsert(&format!("m{i}"), "t", Some("r"), i, &text);
             }
         }
         assert_eq!(index.len(), 100);
@@ -510,11 +620,106 @@ mod tests {
         };
         assert_eq!(
             light.tokens("The puppies were running to classes"),
-            ["puppy", "runn", "class"]
+            ["puppy", "run", "class"]
+        );
+        assert_eq!(
+            light.tokens("dance dancing danced hopped falls kissed"),
+            ["danc", "danc", "danc", "hop", "fall", "kiss"]
         );
         assert!(
             STOP_WORDS.windows(2).all(|w| w[0] < w[1]),
             "stop words must stay sorted"
+        );
+    }
+
+    /// `naive` plus `w` times BM25 of each row joined with the row before it in its thread
+    /// (rows are in thread order), against twice the average length.
+    fn naive_in_context(
+        rows: &[(&str, &str, &str, &str)],
+        query: &str,
+        w: f32,
+    ) -> Vec<(String, f32)> {
+        let (k1, b) = (1.2f32, 0.75f32);
+        let docs: Vec<Vec<String>> = rows.iter().map(|r| PLAIN.tokens(r.3)).collect();
+        let n = docs.len() as f32;
+        let avg = docs.iter().map(Vec::len).sum::<usize>() as f32 / n;
+        let mut query_terms = PLAIN.tokens(query);
+        query_terms.sort();
+        query_terms.dedup();
+        let bm25 = |doc: &[String], avg: f32| {
+            let mut score = 0.0f32;
+            for term in &query_terms {
+                let tf = doc.iter().filter(|t| *t == term).count() as f32;
+                if tf > 0.0 {
+                    let df = docs.iter().filter(|d| d.contains(term)).count() as f32;
+                    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                    score +=
+                        idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * doc.len() as f32 / avg));
+                }
+            }
+            score
+        };
+        let mut out = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            let prior = rows[..i].iter().rposition(|r| r.1 == row.1);
+            let mut joined = docs[i].clone();
+            if let Some(p) = prior {
+                joined.extend(docs[p].iter().cloned());
+            }
+            let score = bm25(&docs[i], avg) + w * bm25(&joined, 2.0 * avg);
+            if score > 0.0 {
+                out.push((row.0.to_string(), score));
+            }
+        }
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out
+    }
+
+    #[test]
+    fn context_scores_match_the_definition() {
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 0.7);
+        // Upserted out of order: the order argument decides each message's context.
+        for (i, row) in ROWS.iter().enumerate().rev() {
+            index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
+        }
+        for query in [
+            "dog",
+            "camping lake",
+            "pottery Tuesday",
+            "rex park",
+            "nothing",
+        ] {
+            let got = index.search(query, 10, Scope::All);
+            assert_same(&got, &naive_in_context(ROWS, query, 0.7));
+        }
+        // m2 follows m1 in t1, so "Rex" (only in m1) finds m2 through its context.
+        let hits = index.search("rex", 10, Scope::Resource("r1"));
+        assert_eq!(
+            hits.iter().map(|h| h.0.as_str()).collect::<Vec<_>>(),
+            ["m1", "m2"]
+        );
+    }
+
+    #[test]
+    fn removing_a_message_links_its_neighbours() {
+        let rows = [
+            ("a", "t", "r", "we adopted a puppy"),
+            ("b", "t", "r", "what breed"),
+            ("c", "t", "r", "a beagle"),
+        ];
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 0.7);
+        for (i, row) in rows.iter().enumerate() {
+            index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
+        }
+        let ids = |hits: Vec<(String, f32)>| hits.into_iter().map(|h| h.0).collect::<Vec<_>>();
+        assert_eq!(ids(index.search("breed", 5, Scope::All)), ["b", "c"]);
+        index.remove(["b"]);
+        assert_eq!(ids(index.search("puppy", 5, Scope::All)), ["a", "c"]);
+        assert!(index.search("breed", 5, Scope::All).is_empty());
+        let expected = [rows[0], rows[2]];
+        assert_same(
+            &index.search("puppy beagle", 5, Scope::All),
+            &naive_in_context(&expected, "puppy beagle", 0.7),
         );
     }
 }
