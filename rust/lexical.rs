@@ -8,16 +8,18 @@
 //! live message): `idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg_len))` with
 //! `idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`.
 //!
-//! A message is also scored in context: its text joined with the message right before it in
-//! its thread (by the order given at upsert), as one BM25 document of their summed term counts
-//! and lengths (against twice the average length), weighted by `context_weight` and added to
-//! its own score. A reply is often found by the words of the turn it answers. The context is
-//! looked up at search time, so removing or replacing a message re-links its neighbours at once.
+//! A message is also scored in context: its text joined with the `context_turns` messages
+//! right before it in its thread (by the order given at upsert), as one BM25 document of their
+//! summed term counts and lengths (against `context_turns + 1` times the average length),
+//! weighted by `context_weight` and added to its own score. A reply is often found by the words
+//! of the turns it answers. The context is looked up at search time, so removing or replacing
+//! a message re-links its neighbours at once.
 //!
 //! Removing or replacing a message marks its slot dead (its postings are skipped and its terms'
 //! frequencies corrected at once); dead postings are swept when they outnumber the live ones.
 
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
 
 /// English function words that carry no topic (used when `stop_words` is on).
 const STOP_WORDS: &[&str] = &[
@@ -148,6 +150,7 @@ pub struct LexicalIndex {
     tokenizer: Tokenizer,
     k1: f32,
     b: f32,
+    context_turns: usize,
     context_weight: f32,
     terms: Names,
     postings: Vec<Vec<Posting>>,
@@ -165,12 +168,20 @@ pub struct LexicalIndex {
 }
 
 impl LexicalIndex {
-    /// An empty index; `context_weight` 0 scores every message on its own text only.
-    pub fn new(tokenizer: Tokenizer, k1: f32, b: f32, context_weight: f32) -> Self {
+    /// An empty index; `context_turns` or `context_weight` 0 scores every message on its own
+    /// text only.
+    pub fn new(
+        tokenizer: Tokenizer,
+        k1: f32,
+        b: f32,
+        context_turns: usize,
+        context_weight: f32,
+    ) -> Self {
         LexicalIndex {
             tokenizer,
             k1,
             b,
+            context_turns,
             context_weight,
             terms: Names::default(),
             postings: Vec::new(),
@@ -328,18 +339,21 @@ impl LexicalIndex {
         self.dead_postings = 0;
     }
 
-    /// The live message right before (`-1`) or after (`+1`) `slot` in its thread.
-    fn neighbour(&self, slot: u32, step: i8) -> Option<u32> {
+    /// Up to `n` live messages of `slot`'s thread right before it (nearest first) or after it.
+    fn neighbours(&self, slot: u32, before: bool, n: usize) -> Vec<u32> {
         let doc = &self.docs[slot as usize];
-        let set = self.sequence.get(&doc.thread)?;
-        let key = (doc.order, slot);
-        let found = if step < 0 {
-            set.range(..key).next_back()
-        } else {
-            set.range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
-                .next()
+        let Some(set) = self.sequence.get(&doc.thread) else {
+            return Vec::new();
         };
-        found.map(|&(_, s)| s)
+        let key = (doc.order, slot);
+        if before {
+            set.range(..key).rev().take(n).map(|&(_, s)| s).collect()
+        } else {
+            set.range((Bound::Excluded(key), Bound::Unbounded))
+                .take(n)
+                .map(|&(_, s)| s)
+                .collect()
+        }
     }
 
     /// BM25 of one document of `len` terms holding the query terms `tfs` times.
@@ -409,23 +423,30 @@ impl LexicalIndex {
                 (slot, self.bm25(&idfs, tfs, len, avg_len))
             })
             .collect();
-        if self.context_weight > 0.0 {
-            let none = vec![0; terms.len()];
+        let turns = self.context_turns;
+        if turns > 0 && self.context_weight > 0.0 {
+            // A message's context holds a match when it or one of the `turns` before it does.
             let mut scored: Vec<u32> = counts.keys().copied().collect();
-            scored.extend(counts.keys().filter_map(|&s| self.neighbour(s, 1)));
+            for &slot in counts.keys() {
+                scored.extend(self.neighbours(slot, false, turns));
+            }
             scored.sort_unstable();
             scored.dedup();
+            let context_avg = (turns + 1) as f32 * avg_len;
             for slot in scored {
                 let doc = &self.docs[slot as usize];
                 if !in_scope(doc.thread, doc.resource) {
                     continue;
                 }
-                let own = counts.get(&slot).unwrap_or(&none);
-                let before = self.neighbour(slot, -1);
-                let prior = before.and_then(|p| counts.get(&p)).unwrap_or(&none);
-                let tfs: Vec<u32> = own.iter().zip(prior).map(|(a, b)| a + b).collect();
-                let len = doc.len + before.map_or(0, |p| self.docs[p as usize].len);
-                let context = self.bm25(&idfs, &tfs, len, 2.0 * avg_len);
+                let mut tfs = vec![0; terms.len()];
+                let mut len = 0;
+                for s in std::iter::once(slot).chain(self.neighbours(slot, true, turns)) {
+                    len += self.docs[s as usize].len;
+                    if let Some(own) = counts.get(&s) {
+                        tfs.iter_mut().zip(own).for_each(|(sum, tf)| *sum += tf);
+                    }
+                }
+                let context = self.bm25(&idfs, &tfs, len, context_avg);
                 if context > 0.0 {
                     *scores.entry(slot).or_insert(0.0) += self.context_weight * context;
                 }
@@ -495,7 +516,7 @@ mod tests {
     }
 
     fn index_of(rows: &[(&str, &str, &str, &str)]) -> LexicalIndex {
-        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 0.0);
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 0, 0.0);
         for (id, thread, resource, text) in rows {
             index.upsert(id, thread, Some(resource), 0, text);
         }
@@ -594,7 +615,7 @@ mod tests {
 
     #[test]
     fn sweeping_dead_postings_keeps_results() {
-        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 0.0);
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 0, 0.0);
         for round in 0..50 {
             for i in 0..100 {
                 let text = format!("word{} common round{round}", i % 7);
@@ -632,11 +653,12 @@ mod tests {
         );
     }
 
-    /// `naive` plus `w` times BM25 of each row joined with the row before it in its thread
-    /// (rows are in thread order), against twice the average length.
+    /// `naive` plus `w` times BM25 of each row joined with the `turns` rows before it in its
+    /// thread (rows are in thread order), against `turns + 1` times the average length.
     fn naive_in_context(
         rows: &[(&str, &str, &str, &str)],
         query: &str,
+        turns: usize,
         w: f32,
     ) -> Vec<(String, f32)> {
         let (k1, b) = (1.2f32, 0.75f32);
@@ -661,12 +683,11 @@ mod tests {
         };
         let mut out = Vec::new();
         for (i, row) in rows.iter().enumerate() {
-            let prior = rows[..i].iter().rposition(|r| r.1 == row.1);
             let mut joined = docs[i].clone();
-            if let Some(p) = prior {
-                joined.extend(docs[p].iter().cloned());
-            }
-            let score = bm25(&docs[i], avg) + w * bm25(&joined, 2.0 * avg);
+            let prior = (0..i).rev().filter(|&j| rows[j].1 == row.1).take(turns);
+            prior.for_each(|j| joined.extend(docs[j].iter().cloned()));
+            let context_avg = (turns + 1) as f32 * avg;
+            let score = bm25(&docs[i], avg) + w * bm25(&joined, context_avg);
             if score > 0.0 {
                 out.push((row.0.to_string(), score));
             }
@@ -677,20 +698,37 @@ mod tests {
 
     #[test]
     fn context_scores_match_the_definition() {
-        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 0.7);
-        // Upserted out of order: the order argument decides each message's context.
-        for (i, row) in ROWS.iter().enumerate().rev() {
-            index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
+        let long: Vec<(&str, &str, &str, &str)> = vec![
+            ("a1", "ta", "r", "we adopted a dog"),
+            ("b1", "tb", "r", "the lake was cold"),
+            ("a2", "ta", "r", "what kind of dog"),
+            ("a3", "ta", "r", "a beagle from the shelter"),
+            ("b2", "tb", "r", "camping by the lake again"),
+            ("a4", "ta", "r", "shelter dogs are the best"),
+            ("a5", "ta", "r", "we walk by the lake"),
+        ];
+        for rows in [ROWS, long.as_slice()] {
+            for turns in [1, 2, 3] {
+                let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, turns, 0.7);
+                // Upserted out of order: the order argument decides each message's context.
+                for (i, row) in rows.iter().enumerate().rev() {
+                    index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
+                }
+                for query in [
+                    "dog",
+                    "camping lake",
+                    "pottery Tuesday",
+                    "shelter rex",
+                    "nothing",
+                ] {
+                    let got = index.search(query, 10, Scope::All);
+                    assert_same(&got, &naive_in_context(rows, query, turns, 0.7));
+                }
+            }
         }
-        for query in [
-            "dog",
-            "camping lake",
-            "pottery Tuesday",
-            "rex park",
-            "nothing",
-        ] {
-            let got = index.search(query, 10, Scope::All);
-            assert_same(&got, &naive_in_context(ROWS, query, 0.7));
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 1, 0.7);
+        for (i, row) in ROWS.iter().enumerate() {
+            index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
         }
         // m2 follows m1 in t1, so "Rex" (only in m1) finds m2 through its context.
         let hits = index.search("rex", 10, Scope::Resource("r1"));
@@ -707,7 +745,7 @@ mod tests {
             ("b", "t", "r", "what breed"),
             ("c", "t", "r", "a beagle"),
         ];
-        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 0.7);
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 1, 0.7);
         for (i, row) in rows.iter().enumerate() {
             index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
         }
@@ -719,7 +757,7 @@ mod tests {
         let expected = [rows[0], rows[2]];
         assert_same(
             &index.search("puppy beagle", 5, Scope::All),
-            &naive_in_context(&expected, "puppy beagle", 0.7),
+            &naive_in_context(&expected, "puppy beagle", 1, 0.7),
         );
     }
 }

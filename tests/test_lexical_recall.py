@@ -230,6 +230,8 @@ def test_core_index_rejects_bad_arguments():
     with pytest.raises(InvalidArgumentError):
         _core.LexicalIndex(context=-1.0)
     with pytest.raises(InvalidArgumentError):
+        _core.LexicalIndex(context_turns=-1)
+    with pytest.raises(InvalidArgumentError):
         index.upsert(["a"], ["t"], [None], ["x"], orders=[1, 2])
     assert index.tokenize("The puppies were RUNNING") == ["puppy", "run"]
 
@@ -243,6 +245,12 @@ def test_core_index_scores_a_message_with_the_one_before_it():
     assert [i for i, _ in index.search("breed", 5)] == ["b", "c"]
     index.remove(["b"])
     assert [i for i, _ in index.search("puppy", 5)] == ["a", "c"]
+    # the context reaches back context_turns messages
+    index.upsert(["d"], ["t"], ["r"], ["Walks twice a day"], orders=[40])
+    assert [i for i, _ in index.search("puppy", 5)] == ["a", "c", "d"]
+    near = _core.LexicalIndex(context_turns=1)
+    near.upsert(["a", "c", "d"], ["t"] * 3, ["r"] * 3, ["We adopted a puppy", "A beagle", "Walks"])
+    assert [i for i, _ in near.search("puppy", 5)] == ["a", "c"]
     plain = _core.LexicalIndex(context=0)
     plain.upsert(["a", "b"], ["t", "t"], ["r", "r"], ["We adopted a puppy", "A beagle"])
     assert [i for i, _ in plain.search("puppy", 5)] == ["a"]

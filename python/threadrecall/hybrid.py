@@ -3,7 +3,7 @@
 - ``vector`` ranks by embedding similarity (the message index), as the reference does.
 - ``lexical`` ranks by BM25 over the messages' search text (the storage's ``LexicalIndex``,
   with the thread or resource scope pushed into the scoring; a message is also scored joined
-  with the message before it in its thread).
+  with the few messages before it in its thread).
 - ``hybrid`` takes the vector and lexical top ``CANDIDATES``, lets each candidate gain
   ``SIDE_NEIGHBOUR_WEIGHT`` times its best direct neighbour's score within each ranking, and
   fuses the two rankings by weighted reciprocal rank,
