@@ -19,7 +19,6 @@
 //! frequencies corrected at once); dead postings are swept when they outnumber the live ones.
 
 use std::collections::{BTreeSet, HashMap};
-use std::ops::Bound;
 
 /// English function words that carry no topic (used when `stop_words` is on).
 const STOP_WORDS: &[&str] = &[
@@ -113,6 +112,9 @@ struct Doc {
     thread: u32,
     resource: u32,
     order: i64,
+    /// The live documents right before and after this one in its thread, or `NO_DOC`.
+    prev: u32,
+    next: u32,
     len: u32,
     terms: Vec<u32>,
     alive: bool,
@@ -143,6 +145,8 @@ impl Names {
 
 /// Resource number of a message that has none.
 const NO_RESOURCE: u32 = u32::MAX;
+/// Slot of a neighbour that does not exist.
+const NO_DOC: u32 = u32::MAX;
 
 /// BM25 over messages, searchable by thread or resource.
 #[derive(Debug)]
@@ -159,7 +163,7 @@ pub struct LexicalIndex {
     slot_of: HashMap<String, u32>,
     threads: Names,
     resources: Names,
-    /// Live documents of each thread by `(order, slot)`: where a message's context is found.
+    /// Live documents of each thread by `(order, slot)`: where a new message is linked in.
     sequence: HashMap<u32, BTreeSet<(i64, u32)>>,
     live: usize,
     dead_postings: usize,
@@ -250,15 +254,20 @@ impl LexicalIndex {
         self.live_postings += terms.len();
         self.total_len += tokens.len() as u64;
         self.live += 1;
-        self.sequence
-            .entry(thread)
-            .or_default()
-            .insert((order, slot));
+        let set = self.sequence.entry(thread).or_default();
+        let key = (order, slot);
+        let prev = set.range(..key).next_back().map_or(NO_DOC, |&(_, s)| s);
+        let next = set.range(key..).next().map_or(NO_DOC, |&(_, s)| s);
+        set.insert(key);
+        self.link(prev, slot);
+        self.link(slot, next);
         self.docs.push(Doc {
             id: id.to_string(),
             thread,
             resource,
             order,
+            prev,
+            next,
             len: tokens.len() as u32,
             terms,
             alive: true,
@@ -297,6 +306,8 @@ impl LexicalIndex {
         if let Some(set) = self.sequence.get_mut(&doc.thread) {
             set.remove(&(doc.order, slot));
         }
+        let (prev, next) = (doc.prev, doc.next);
+        self.link(prev, next);
         let doc = &self.docs[slot as usize];
         for &term in &doc.terms {
             self.df[term as usize] -= 1;
@@ -306,6 +317,17 @@ impl LexicalIndex {
         self.total_len -= doc.len as u64;
         self.live -= 1;
         true
+    }
+
+    /// Make `after` follow `before` in their thread (either may be `NO_DOC`; a slot equal to
+    /// the number of documents is the one being added).
+    fn link(&mut self, before: u32, after: u32) {
+        if let Some(doc) = self.docs.get_mut(before as usize) {
+            doc.next = after;
+        }
+        if let Some(doc) = self.docs.get_mut(after as usize) {
+            doc.prev = before;
+        }
     }
 
     /// Drop dead documents and their postings once they outnumber the live ones.
@@ -321,6 +343,11 @@ impl LexicalIndex {
                 self.slot_of.insert(doc.id.clone(), docs.len() as u32);
                 docs.push(doc);
             }
+        }
+        let remap = |slot: u32| new_slot.get(slot as usize).copied().unwrap_or(NO_DOC);
+        for doc in &mut docs {
+            doc.prev = remap(doc.prev);
+            doc.next = remap(doc.next);
         }
         self.docs = docs;
         for set in self.sequence.values_mut() {
@@ -340,20 +367,12 @@ impl LexicalIndex {
     }
 
     /// Up to `n` live messages of `slot`'s thread right before it (nearest first) or after it.
-    fn neighbours(&self, slot: u32, before: bool, n: usize) -> Vec<u32> {
-        let doc = &self.docs[slot as usize];
-        let Some(set) = self.sequence.get(&doc.thread) else {
-            return Vec::new();
+    fn neighbours(&self, slot: u32, before: bool, n: usize) -> impl Iterator<Item = u32> + '_ {
+        let step = move |s: &u32| {
+            let doc = &self.docs[*s as usize];
+            Some(if before { doc.prev } else { doc.next }).filter(|&s| s != NO_DOC)
         };
-        let key = (doc.order, slot);
-        if before {
-            set.range(..key).rev().take(n).map(|&(_, s)| s).collect()
-        } else {
-            set.range((Bound::Excluded(key), Bound::Unbounded))
-                .take(n)
-                .map(|&(_, s)| s)
-                .collect()
-        }
+        std::iter::successors(step(&slot), step).take(n)
     }
 
     /// BM25 of one document of `len` terms holding the query terms `tfs` times.
@@ -759,5 +778,36 @@ mod tests {
             &index.search("puppy beagle", 5, Scope::All),
             &naive_in_context(&expected, "puppy beagle", 1, 0.7),
         );
+    }
+
+    #[test]
+    fn context_survives_churn_and_sweeps() {
+        let rows = [
+            ("a1", "ta", "r", "we adopted a dog"),
+            ("a2", "ta", "r", "what kind of dog"),
+            ("gone", "ta", "r", "lunch at noon"),
+            ("a3", "ta", "r", "a beagle from the shelter"),
+            ("a4", "ta", "r", "shelter dogs are the best"),
+        ];
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 2, 0.7);
+        for round in 0..400 {
+            for (i, row) in rows.iter().enumerate() {
+                index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
+            }
+            if round == 0 {
+                index.upsert("other", "tb", Some("r"), 0, "noon lake walk");
+            }
+        }
+        assert!(index.docs.len() < 400 * rows.len(), "sweeps ran");
+        index.remove(["gone"]);
+        let kept: Vec<_> = rows.iter().copied().filter(|r| r.0 != "gone").collect();
+        let mut expected = kept.clone();
+        expected.insert(0, ("other", "tb", "r", "noon lake walk"));
+        for query in ["dog", "shelter", "beagle kind", "noon lunch"] {
+            assert_same(
+                &index.search(query, 10, Scope::All),
+                &naive_in_context(&expected, query, 2, 0.7),
+            );
+        }
     }
 }
