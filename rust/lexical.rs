@@ -8,10 +8,17 @@
 //! live message): `idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg_len))` with
 //! `idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`.
 //!
+//! A message is also scored in context: its text joined with the `context_turns` messages
+//! right before it in its thread (by the order given at upsert), as one BM25 document of their
+//! summed term counts and lengths (against `context_turns + 1` times the average length),
+//! weighted by `context_weight` and added to its own score. A reply is often found by the words
+//! of the turns it answers. The context is looked up at search time, so removing or replacing
+//! a message re-links its neighbours at once.
+//!
 //! Removing or replacing a message marks its slot dead (its postings are skipped and its terms'
 //! frequencies corrected at once); dead postings are swept when they outnumber the live ones.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// English function words that carry no topic (used when `stop_words` is on).
 const STOP_WORDS: &[&str] = &[
@@ -43,8 +50,25 @@ impl Tokenizer {
     }
 }
 
-/// A light English suffix stemmer: plurals, `-ing`, `-ed` and `-ly`, only on longer words.
+/// A light English suffix stemmer: plurals, `-ing`, `-ed` and `-ly`, only on longer words; a
+/// doubled final consonant left by `-ing`/`-ed` is undoubled (`running` → `run`) and a final
+/// `e` dropped from longer stems (`dance`, `dancing` → `danc`).
 fn stem(word: &str) -> String {
+    let mut out = strip_suffix(word);
+    let b = out.as_bytes();
+    let n = b.len();
+    let stripped = out.len() != word.len();
+    if stripped && n >= 4 && b[n - 1] == b[n - 2] && !b"lsz".contains(&b[n - 1]) {
+        out.pop();
+    }
+    if out.chars().count() >= 5 && out.ends_with('e') {
+        out.pop();
+    }
+    out
+}
+
+/// The first of the stemmer's suffix rules that applies.
+fn strip_suffix(word: &str) -> String {
     let n = word.chars().count();
     let strip = |suffix: &str, min: usize, with: &str| -> Option<String> {
         (n >= min && word.ends_with(suffix))
@@ -86,6 +110,11 @@ struct Posting {
 struct Doc {
     id: String,
     thread: u32,
+    resource: u32,
+    order: i64,
+    /// The live documents right before and after this one in its thread, or `NO_DOC`.
+    prev: u32,
+    next: u32,
     len: u32,
     terms: Vec<u32>,
     alive: bool,
@@ -116,6 +145,8 @@ impl Names {
 
 /// Resource number of a message that has none.
 const NO_RESOURCE: u32 = u32::MAX;
+/// Slot of a neighbour that does not exist.
+const NO_DOC: u32 = u32::MAX;
 
 /// BM25 over messages, searchable by thread or resource.
 #[derive(Debug)]
@@ -123,6 +154,8 @@ pub struct LexicalIndex {
     tokenizer: Tokenizer,
     k1: f32,
     b: f32,
+    context_turns: usize,
+    context_weight: f32,
     terms: Names,
     postings: Vec<Vec<Posting>>,
     df: Vec<u32>,
@@ -130,6 +163,8 @@ pub struct LexicalIndex {
     slot_of: HashMap<String, u32>,
     threads: Names,
     resources: Names,
+    /// Live documents of each thread by `(order, slot)`: where a new message is linked in.
+    sequence: HashMap<u32, BTreeSet<(i64, u32)>>,
     live: usize,
     dead_postings: usize,
     live_postings: usize,
@@ -137,11 +172,21 @@ pub struct LexicalIndex {
 }
 
 impl LexicalIndex {
-    pub fn new(tokenizer: Tokenizer, k1: f32, b: f32) -> Self {
+    /// An empty index; `context_turns` or `context_weight` 0 scores every message on its own
+    /// text only.
+    pub fn new(
+        tokenizer: Tokenizer,
+        k1: f32,
+        b: f32,
+        context_turns: usize,
+        context_weight: f32,
+    ) -> Self {
         LexicalIndex {
             tokenizer,
             k1,
             b,
+            context_turns,
+            context_weight,
             terms: Names::default(),
             postings: Vec::new(),
             df: Vec::new(),
@@ -149,6 +194,7 @@ impl LexicalIndex {
             slot_of: HashMap::new(),
             threads: Names::default(),
             resources: Names::default(),
+            sequence: HashMap::new(),
             live: 0,
             dead_postings: 0,
             live_postings: 0,
@@ -169,8 +215,16 @@ impl LexicalIndex {
         self.tokenizer
     }
 
-    /// Add a message, or replace the one with this id.
-    pub fn upsert(&mut self, id: &str, thread: &str, resource: Option<&str>, text: &str) {
+    /// Add a message, or replace the one with this id; `order` places it in its thread
+    /// (equal orders keep the order of upserts).
+    pub fn upsert(
+        &mut self,
+        id: &str,
+        thread: &str,
+        resource: Option<&str>,
+        order: i64,
+        text: &str,
+    ) {
         self.remove_one(id);
         let mut counts: HashMap<u32, u32> = HashMap::new();
         let tokens = self.tokenizer.tokens(text);
@@ -200,9 +254,20 @@ impl LexicalIndex {
         self.live_postings += terms.len();
         self.total_len += tokens.len() as u64;
         self.live += 1;
+        let set = self.sequence.entry(thread).or_default();
+        let key = (order, slot);
+        let prev = set.range(..key).next_back().map_or(NO_DOC, |&(_, s)| s);
+        let next = set.range(key..).next().map_or(NO_DOC, |&(_, s)| s);
+        set.insert(key);
+        self.link(prev, slot);
+        self.link(slot, next);
         self.docs.push(Doc {
             id: id.to_string(),
             thread,
+            resource,
+            order,
+            prev,
+            next,
             len: tokens.len() as u32,
             terms,
             alive: true,
@@ -238,6 +303,12 @@ impl LexicalIndex {
         };
         let doc = &mut self.docs[slot as usize];
         doc.alive = false;
+        if let Some(set) = self.sequence.get_mut(&doc.thread) {
+            set.remove(&(doc.order, slot));
+        }
+        let (prev, next) = (doc.prev, doc.next);
+        self.link(prev, next);
+        let doc = &self.docs[slot as usize];
         for &term in &doc.terms {
             self.df[term as usize] -= 1;
         }
@@ -246,6 +317,17 @@ impl LexicalIndex {
         self.total_len -= doc.len as u64;
         self.live -= 1;
         true
+    }
+
+    /// Make `after` follow `before` in their thread (either may be `NO_DOC`; a slot equal to
+    /// the number of documents is the one being added).
+    fn link(&mut self, before: u32, after: u32) {
+        if let Some(doc) = self.docs.get_mut(before as usize) {
+            doc.next = after;
+        }
+        if let Some(doc) = self.docs.get_mut(after as usize) {
+            doc.prev = before;
+        }
     }
 
     /// Drop dead documents and their postings once they outnumber the live ones.
@@ -262,7 +344,19 @@ impl LexicalIndex {
                 docs.push(doc);
             }
         }
+        let remap = |slot: u32| new_slot.get(slot as usize).copied().unwrap_or(NO_DOC);
+        for doc in &mut docs {
+            doc.prev = remap(doc.prev);
+            doc.next = remap(doc.next);
+        }
         self.docs = docs;
+        for set in self.sequence.values_mut() {
+            *set = set
+                .iter()
+                .map(|&(order, old)| (order, new_slot[old as usize]))
+                .collect();
+        }
+        self.sequence.retain(|_, set| !set.is_empty());
         for list in &mut self.postings {
             list.retain(|p| new_slot[p.doc as usize] != u32::MAX);
             for p in list.iter_mut() {
@@ -272,8 +366,28 @@ impl LexicalIndex {
         self.dead_postings = 0;
     }
 
+    /// Up to `n` live messages of `slot`'s thread right before it (nearest first) or after it.
+    fn neighbours(&self, slot: u32, before: bool, n: usize) -> impl Iterator<Item = u32> + '_ {
+        let step = move |s: &u32| {
+            let doc = &self.docs[*s as usize];
+            Some(if before { doc.prev } else { doc.next }).filter(|&s| s != NO_DOC)
+        };
+        std::iter::successors(step(&slot), step).take(n)
+    }
+
+    /// BM25 of one document of `len` terms holding the query terms `tfs` times.
+    fn bm25(&self, idfs: &[f32], tfs: &[u32], len: u32, avg_len: f32) -> f32 {
+        let norm = self.k1 * (1.0 - self.b + self.b * len as f32 / avg_len.max(1e-9));
+        idfs.iter()
+            .zip(tfs)
+            .filter(|(_, &tf)| tf > 0)
+            .map(|(idf, &tf)| idf * tf as f32 * (self.k1 + 1.0) / (tf as f32 + norm))
+            .sum()
+    }
+
     /// The `k` best messages for `query` within `scope`, best first, as `(id, score)`; ties go
-    /// to the earlier-added message. Documents sharing no term with the query are not returned.
+    /// to the earlier-added message. Messages sharing no term with the query, in their own text
+    /// or (with a context weight) in their context, are not returned.
     pub fn search(&self, query: &str, k: usize, scope: Scope<'_>) -> Vec<(String, f32)> {
         let wanted = match scope {
             Scope::All => None,
@@ -289,36 +403,72 @@ impl LexicalIndex {
         if k == 0 || self.live == 0 {
             return Vec::new();
         }
+        let in_scope = |thread: u32, resource: u32| match wanted {
+            None => true,
+            Some((true, t)) => thread == t,
+            Some((false, r)) => resource == r,
+        };
         let mut terms: Vec<u32> = self
             .tokenizer
             .tokens(query)
             .iter()
             .filter_map(|t| self.terms.get(t))
+            .filter(|&t| self.df[t as usize] > 0)
             .collect();
         terms.sort_unstable();
         terms.dedup();
         let n = self.live as f32;
         let avg_len = self.total_len as f32 / n;
-        let mut scores: HashMap<u32, f32> = HashMap::new();
-        for term in terms {
-            let df = self.df[term as usize] as f32;
-            if df == 0.0 {
-                continue;
-            }
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        let idfs: Vec<f32> = terms
+            .iter()
+            .map(|&t| {
+                let df = self.df[t as usize] as f32;
+                (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+            })
+            .collect();
+        // Each matching document's count of every query term.
+        let mut counts: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (i, &term) in terms.iter().enumerate() {
             for p in &self.postings[term as usize] {
-                let in_scope = match wanted {
-                    None => true,
-                    Some((true, t)) => p.thread == t,
-                    Some((false, r)) => p.resource == r,
-                };
-                let doc = &self.docs[p.doc as usize];
-                if !in_scope || !doc.alive {
+                if in_scope(p.thread, p.resource) && self.docs[p.doc as usize].alive {
+                    counts.entry(p.doc).or_insert_with(|| vec![0; terms.len()])[i] = p.tf;
+                }
+            }
+        }
+        let mut scores: HashMap<u32, f32> = counts
+            .iter()
+            .map(|(&slot, tfs)| {
+                let len = self.docs[slot as usize].len;
+                (slot, self.bm25(&idfs, tfs, len, avg_len))
+            })
+            .collect();
+        let turns = self.context_turns;
+        if turns > 0 && self.context_weight > 0.0 {
+            // A message's context holds a match when it or one of the `turns` before it does.
+            let mut scored: Vec<u32> = counts.keys().copied().collect();
+            for &slot in counts.keys() {
+                scored.extend(self.neighbours(slot, false, turns));
+            }
+            scored.sort_unstable();
+            scored.dedup();
+            let context_avg = (turns + 1) as f32 * avg_len;
+            for slot in scored {
+                let doc = &self.docs[slot as usize];
+                if !in_scope(doc.thread, doc.resource) {
                     continue;
                 }
-                let tf = p.tf as f32;
-                let norm = self.k1 * (1.0 - self.b + self.b * doc.len as f32 / avg_len.max(1e-9));
-                *scores.entry(p.doc).or_insert(0.0) += idf * tf * (self.k1 + 1.0) / (tf + norm);
+                let mut tfs = vec![0; terms.len()];
+                let mut len = 0;
+                for s in std::iter::once(slot).chain(self.neighbours(slot, true, turns)) {
+                    len += self.docs[s as usize].len;
+                    if let Some(own) = counts.get(&s) {
+                        tfs.iter_mut().zip(own).for_each(|(sum, tf)| *sum += tf);
+                    }
+                }
+                let context = self.bm25(&idfs, &tfs, len, context_avg);
+                if context > 0.0 {
+                    *scores.entry(slot).or_insert(0.0) += self.context_weight * context;
+                }
             }
         }
         let mut ranked: Vec<(u32, f32)> = scores.into_iter().collect();
@@ -385,9 +535,9 @@ mod tests {
     }
 
     fn index_of(rows: &[(&str, &str, &str, &str)]) -> LexicalIndex {
-        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75);
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 0, 0.0);
         for (id, thread, resource, text) in rows {
-            index.upsert(id, thread, Some(resource), text);
+            index.upsert(id, thread, Some(resource), 0, text);
         }
         index
     }
@@ -465,7 +615,7 @@ mod tests {
     fn removal_and_update_match_a_fresh_index() {
         let mut index = index_of(ROWS);
         assert_eq!(index.remove(["m2", "missing"]), 1);
-        index.upsert("m3", "t2", Some("r1"), "A dog at the lake");
+        index.upsert("m3", "t2", Some("r1"), 0, "A dog at the lake");
         assert_eq!(index.remove_thread("t4"), 1);
         let expected: Vec<(&str, &str, &str, &str)> = vec![
             ROWS[0],
@@ -484,11 +634,11 @@ mod tests {
 
     #[test]
     fn sweeping_dead_postings_keeps_results() {
-        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75);
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 0, 0.0);
         for round in 0..50 {
             for i in 0..100 {
                 let text = format!("word{} common round{round}", i % 7);
-                index.upsert(&format!("m{i}"), "t", Some("r"), &text);
+                index.upsert(&format!("m{i}"), "t", Some("r"), i, &text);
             }
         }
         assert_eq!(index.len(), 100);
@@ -510,11 +660,154 @@ mod tests {
         };
         assert_eq!(
             light.tokens("The puppies were running to classes"),
-            ["puppy", "runn", "class"]
+            ["puppy", "run", "class"]
+        );
+        assert_eq!(
+            light.tokens("dance dancing danced hopped falls kissed"),
+            ["danc", "danc", "danc", "hop", "fall", "kiss"]
         );
         assert!(
             STOP_WORDS.windows(2).all(|w| w[0] < w[1]),
             "stop words must stay sorted"
         );
+    }
+
+    /// `naive` plus `w` times BM25 of each row joined with the `turns` rows before it in its
+    /// thread (rows are in thread order), against `turns + 1` times the average length.
+    fn naive_in_context(
+        rows: &[(&str, &str, &str, &str)],
+        query: &str,
+        turns: usize,
+        w: f32,
+    ) -> Vec<(String, f32)> {
+        let (k1, b) = (1.2f32, 0.75f32);
+        let docs: Vec<Vec<String>> = rows.iter().map(|r| PLAIN.tokens(r.3)).collect();
+        let n = docs.len() as f32;
+        let avg = docs.iter().map(Vec::len).sum::<usize>() as f32 / n;
+        let mut query_terms = PLAIN.tokens(query);
+        query_terms.sort();
+        query_terms.dedup();
+        let bm25 = |doc: &[String], avg: f32| {
+            let mut score = 0.0f32;
+            for term in &query_terms {
+                let tf = doc.iter().filter(|t| *t == term).count() as f32;
+                if tf > 0.0 {
+                    let df = docs.iter().filter(|d| d.contains(term)).count() as f32;
+                    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                    score +=
+                        idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * doc.len() as f32 / avg));
+                }
+            }
+            score
+        };
+        let mut out = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            let mut joined = docs[i].clone();
+            let prior = (0..i).rev().filter(|&j| rows[j].1 == row.1).take(turns);
+            prior.for_each(|j| joined.extend(docs[j].iter().cloned()));
+            let context_avg = (turns + 1) as f32 * avg;
+            let score = bm25(&docs[i], avg) + w * bm25(&joined, context_avg);
+            if score > 0.0 {
+                out.push((row.0.to_string(), score));
+            }
+        }
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out
+    }
+
+    #[test]
+    fn context_scores_match_the_definition() {
+        let long: Vec<(&str, &str, &str, &str)> = vec![
+            ("a1", "ta", "r", "we adopted a dog"),
+            ("b1", "tb", "r", "the lake was cold"),
+            ("a2", "ta", "r", "what kind of dog"),
+            ("a3", "ta", "r", "a beagle from the shelter"),
+            ("b2", "tb", "r", "camping by the lake again"),
+            ("a4", "ta", "r", "shelter dogs are the best"),
+            ("a5", "ta", "r", "we walk by the lake"),
+        ];
+        for rows in [ROWS, long.as_slice()] {
+            for turns in [1, 2, 3] {
+                let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, turns, 0.7);
+                // Upserted out of order: the order argument decides each message's context.
+                for (i, row) in rows.iter().enumerate().rev() {
+                    index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
+                }
+                for query in [
+                    "dog",
+                    "camping lake",
+                    "pottery Tuesday",
+                    "shelter rex",
+                    "nothing",
+                ] {
+                    let got = index.search(query, 10, Scope::All);
+                    assert_same(&got, &naive_in_context(rows, query, turns, 0.7));
+                }
+            }
+        }
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 1, 0.7);
+        for (i, row) in ROWS.iter().enumerate() {
+            index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
+        }
+        // m2 follows m1 in t1, so "Rex" (only in m1) finds m2 through its context.
+        let hits = index.search("rex", 10, Scope::Resource("r1"));
+        assert_eq!(
+            hits.iter().map(|h| h.0.as_str()).collect::<Vec<_>>(),
+            ["m1", "m2"]
+        );
+    }
+
+    #[test]
+    fn removing_a_message_links_its_neighbours() {
+        let rows = [
+            ("a", "t", "r", "we adopted a puppy"),
+            ("b", "t", "r", "what breed"),
+            ("c", "t", "r", "a beagle"),
+        ];
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 1, 0.7);
+        for (i, row) in rows.iter().enumerate() {
+            index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
+        }
+        let ids = |hits: Vec<(String, f32)>| hits.into_iter().map(|h| h.0).collect::<Vec<_>>();
+        assert_eq!(ids(index.search("breed", 5, Scope::All)), ["b", "c"]);
+        index.remove(["b"]);
+        assert_eq!(ids(index.search("puppy", 5, Scope::All)), ["a", "c"]);
+        assert!(index.search("breed", 5, Scope::All).is_empty());
+        let expected = [rows[0], rows[2]];
+        assert_same(
+            &index.search("puppy beagle", 5, Scope::All),
+            &naive_in_context(&expected, "puppy beagle", 1, 0.7),
+        );
+    }
+
+    #[test]
+    fn context_survives_churn_and_sweeps() {
+        let rows = [
+            ("a1", "ta", "r", "we adopted a dog"),
+            ("a2", "ta", "r", "what kind of dog"),
+            ("gone", "ta", "r", "lunch at noon"),
+            ("a3", "ta", "r", "a beagle from the shelter"),
+            ("a4", "ta", "r", "shelter dogs are the best"),
+        ];
+        let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 2, 0.7);
+        for round in 0..400 {
+            for (i, row) in rows.iter().enumerate() {
+                index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
+            }
+            if round == 0 {
+                index.upsert("other", "tb", Some("r"), 0, "noon lake walk");
+            }
+        }
+        assert!(index.docs.len() < 400 * rows.len(), "sweeps ran");
+        index.remove(["gone"]);
+        let kept: Vec<_> = rows.iter().copied().filter(|r| r.0 != "gone").collect();
+        let mut expected = kept.clone();
+        expected.insert(0, ("other", "tb", "r", "noon lake walk"));
+        for query in ["dog", "shelter", "beagle kind", "noon lunch"] {
+            assert_same(
+                &index.search(query, 10, Scope::All),
+                &naive_in_context(&expected, query, 2, 0.7),
+            );
+        }
     }
 }

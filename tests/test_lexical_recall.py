@@ -107,12 +107,14 @@ def test_lexical_index_is_rebuilt_from_the_database_at_open(tmp_path):
     first = DuckDBStorage(path)
     memory = lexical_memory(first)
     save(memory, "t1", TRIP)
-    assert ids(memory.recall("t1", resource_id="r1", vector_search_string="pottery")) == ["t1-4"]
-    memory.delete_messages(["t1-4"])
+    assert ids(memory.recall("t1", resource_id="r1", vector_search_string="wobbly")) == ["t1-6"]
+    memory.delete_messages(["t1-6"])
     first.close()
     second = DuckDBStorage(path)
     memory = lexical_memory(second)
-    assert ids(memory.recall("t1", resource_id="r1", vector_search_string="pottery")) == ["t1-5"]
+    assert ids(memory.recall("t1", resource_id="r1", vector_search_string="wobbly")) == []
+    # the other messages are indexed again from the database
+    assert ids(memory.recall("t1", resource_id="r1", vector_search_string="pottery Tuesdays")) == ["t1-4"]
     second.close()
 
 
@@ -195,7 +197,7 @@ def naive_bm25(docs, query, k1, b):
 def test_core_bm25_matches_the_definition_after_churn(seed):
     rng = random.Random(seed)
     words = ["lake", "dog", "pottery", "cabin", "run", "blue", "music", "book", "tea", "paris"]
-    index = _core.LexicalIndex(k1=0.9, b=0.4, stem=False, stop_words=False)
+    index = _core.LexicalIndex(k1=0.9, b=0.4, stem=False, stop_words=False, context=0)
     docs = {}
     for step in range(300):
         mid = f"m{rng.randrange(60)}"
@@ -225,4 +227,30 @@ def test_core_index_rejects_bad_arguments():
         index.search("x", 1, thread_id="t", resource_id="r")
     with pytest.raises(InvalidArgumentError):
         index.search("x", -1)
-    assert index.tokenize("The puppies were RUNNING") == ["puppy", "runn"]
+    with pytest.raises(InvalidArgumentError):
+        _core.LexicalIndex(context=-1.0)
+    with pytest.raises(InvalidArgumentError):
+        _core.LexicalIndex(context_turns=-1)
+    with pytest.raises(InvalidArgumentError):
+        index.upsert(["a"], ["t"], [None], ["x"], orders=[1, 2])
+    assert index.tokenize("The puppies were RUNNING") == ["puppy", "run"]
+
+
+def test_core_index_scores_a_message_with_the_one_before_it():
+    index = _core.LexicalIndex()
+    # upserted out of order: the orders place "which breed" after the puppy and before the answer
+    index.upsert(["c", "a", "b"], ["t"] * 3, ["r"] * 3,
+                 ["A beagle, very loud", "We adopted a puppy", "Which breed is the puppy?"],
+                 orders=[30, 10, 20])
+    assert [i for i, _ in index.search("breed", 5)] == ["b", "c"]
+    index.remove(["b"])
+    assert [i for i, _ in index.search("puppy", 5)] == ["a", "c"]
+    # the context reaches back context_turns messages
+    index.upsert(["d"], ["t"], ["r"], ["Walks twice a day"], orders=[40])
+    assert [i for i, _ in index.search("puppy", 5)] == ["a", "c", "d"]
+    near = _core.LexicalIndex(context_turns=1)
+    near.upsert(["a", "c", "d"], ["t"] * 3, ["r"] * 3, ["We adopted a puppy", "A beagle", "Walks"])
+    assert [i for i, _ in near.search("puppy", 5)] == ["a", "c"]
+    plain = _core.LexicalIndex(context=0)
+    plain.upsert(["a", "b"], ["t", "t"], ["r", "r"], ["We adopted a puppy", "A beagle"])
+    assert [i for i, _ in plain.search("puppy", 5)] == ["a"]

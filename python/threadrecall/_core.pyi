@@ -126,12 +126,12 @@ class VectorIndex:
 class LexicalIndex:
     """BM25 over message text, searchable by thread or resource."""
 
-    def __init__(self, *, k1: float = 0.9, b: float = 0.4, stem: bool = True,
-                 stop_words: bool = True) -> None: ...
+    def __init__(self, *, k1: float = 0.9, b: float = 0.2, stem: bool = True,
+                 stop_words: bool = True, context: float = 0.7, context_turns: int = 3) -> None: ...
     def __len__(self) -> int: ...
     def upsert(self, ids: list[str], thread_ids: list[str], resource_ids: list[str | None],
-               texts: list[str]) -> None:
-        """Insert or replace messages by id."""
+               texts: list[str], orders: list[int] | None = None) -> None:
+        """Insert or replace messages by id; ``orders`` place them in their threads."""
     def remove(self, ids: list[str]) -> int:
         """Remove messages by id; return how many were present."""
     def remove_thread(self, thread_id: str) -> int:

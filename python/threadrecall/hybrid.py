@@ -2,8 +2,11 @@
 
 - ``vector`` ranks by embedding similarity (the message index), as the reference does.
 - ``lexical`` ranks by BM25 over the messages' search text (the storage's ``LexicalIndex``,
-  with the thread or resource scope pushed into the scoring).
-- ``hybrid`` fuses the vector and lexical top ``CANDIDATES`` by weighted reciprocal rank,
+  with the thread or resource scope pushed into the scoring; a message is also scored joined
+  with the few messages before it in its thread).
+- ``hybrid`` takes the vector and lexical top ``CANDIDATES``, lets each candidate gain
+  ``SIDE_NEIGHBOUR_WEIGHT`` times its best direct neighbour's score within each ranking, and
+  fuses the two rankings by weighted reciprocal rank,
   ``LEXICAL_WEIGHT / (RRF_K + lexical rank) + 1 / (RRF_K + vector rank)``.
 
 In the lexical and hybrid modes a message's score then gains ``NEIGHBOUR_WEIGHT`` times the
@@ -23,13 +26,21 @@ from . import _core
 from .semantic import MessageIndex, vector_metadata
 from .storage.duckdb import DuckDBStorage
 
-__all__ = ["CANDIDATES", "LEXICAL_WEIGHT", "NEIGHBOUR_WEIGHT", "RRF_K", "lexical_scores",
-           "ranked_ids", "reciprocal_rank_fusion"]
+__all__ = ["CANDIDATES", "LEXICAL_WEIGHT", "NEIGHBOUR_WEIGHT", "RRF_K", "SIDE_NEIGHBOUR_WEIGHT",
+           "lexical_scores", "ranked_ids", "reciprocal_rank_fusion"]
 
+# A small k keeps the fused order close to each ranking's head, where the evidence usually is.
 RRF_K = 5
-LEXICAL_WEIGHT = 2.0
+# BM25 finds the turn that answers a question more often than MiniLM does, so it counts more.
+LEXICAL_WEIGHT = 1.5
+# The final smoothing: an answer is often the turn right after the one that matches.
 NEIGHBOUR_WEIGHT = 0.5
-CANDIDATES = 100  # each ranking's depth before fusion and smoothing
+# Smoothing within each ranking before fusion, lighter than the final one: it lets a message
+# next to a strong match rise in the ranking it is missing from, before ranks are taken.
+SIDE_NEIGHBOUR_WEIGHT = 0.3
+# Each ranking's depth before smoothing and fusion: deep enough that neighbours of the top
+# matches and the other ranking's hits are still scored (200 beat 100; 400 added little).
+CANDIDATES = 200
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], weights: Sequence[float] | None = None,
@@ -70,25 +81,37 @@ def ranked_ids(semantic: Any, storage: DuckDBStorage, index: MessageIndex | None
     if semantic.mode == "vector":
         return _vector_ids(index, query, semantic.top_k, scope, flt, semantic.threshold)
     depth = max(semantic.top_k, CANDIDATES)
+    resource_id = scope.get("resource_id")
     scores = lexical_scores(storage, query, depth, scope, flt)
     if semantic.mode == "hybrid":
-        vector = _vector_ids(index, query, depth, scope, flt, semantic.threshold)
-        scores = reciprocal_rank_fusion([list(scores), vector], [LEXICAL_WEIGHT, 1.0])
-    scores = _with_neighbours(storage, scores, scope.get("resource_id"), flt)
+        vector = _vector_scores(index, query, depth, scope, flt, semantic.threshold)
+        sides = [_with_neighbours(storage, side, resource_id, flt, SIDE_NEIGHBOUR_WEIGHT)
+                 for side in (scores, vector)]
+        rankings = [sorted(side, key=lambda i, side=side: -side[i]) for side in sides]
+        scores = reciprocal_rank_fusion(rankings, [LEXICAL_WEIGHT, 1.0])
+    scores = _with_neighbours(storage, scores, resource_id, flt, NEIGHBOUR_WEIGHT)
     return sorted(scores, key=lambda i: -scores[i])[:semantic.top_k]
 
 
 def _vector_ids(index: MessageIndex | None, query: str, top_k: int, scope: Mapping[str, str],
                 flt: Mapping[str, Any] | None, threshold: float | None) -> list[str]:
+    return list(_vector_scores(index, query, top_k, scope, flt, threshold))
+
+
+def _vector_scores(index: MessageIndex | None, query: str, top_k: int, scope: Mapping[str, str],
+                   flt: Mapping[str, Any] | None, threshold: float | None) -> dict[str, float]:
+    """Each matching message's best chunk similarity, best first."""
     assert index is not None
     where = {"$and": [dict(scope), flt]} if flt else dict(scope)
-    hits = index.search(query, top_k=top_k, filter=where, threshold=threshold)
-    return list(dict.fromkeys(h.message_id for h in hits))
+    scores: dict[str, float] = {}
+    for hit in index.search(query, top_k=top_k, filter=where, threshold=threshold):
+        scores.setdefault(hit.message_id, hit.score)
+    return scores
 
 
 def _with_neighbours(storage: DuckDBStorage, scores: Mapping[str, float], resource_id: str | None,
-                     flt: Mapping[str, Any] | None) -> dict[str, float]:
-    """Each message's score plus ``NEIGHBOUR_WEIGHT`` times its best direct neighbour's; the
+                     flt: Mapping[str, Any] | None, weight: float) -> dict[str, float]:
+    """Each message's score plus ``weight`` times its best direct neighbour's; the
     neighbours of scored messages are scored too (when they pass the filter)."""
     timeline = storage.timeline
 
@@ -101,7 +124,7 @@ def _with_neighbours(storage: DuckDBStorage, scores: Mapping[str, float], resour
         passing = set(_passing(storage, entrants, flt))
         entrants = [n for n in entrants if n in passing]  # kept in order: ties rank the same every run
     around.update((n, neighbours(n)) for n in entrants)
-    return {m: scores.get(m, 0.0) + NEIGHBOUR_WEIGHT * max((scores.get(n, 0.0) for n in ns), default=0.0)
+    return {m: scores.get(m, 0.0) + weight * max((scores.get(n, 0.0) for n in ns), default=0.0)
             for m, ns in around.items()}
 
 

@@ -365,13 +365,13 @@ class DuckDBStorage:
 
     def _build_lexical(self, tx: Any, batch: int = 50_000) -> _core.LexicalIndex:
         index = _core.LexicalIndex()
-        reader = tx.sql("SELECT id, thread_id, resource_id, content, metadata FROM messages ORDER BY seq"
-                        ).to_arrow_reader(batch)
+        reader = tx.sql("SELECT id, thread_id, resource_id, content, metadata, epoch_us(created_at) AS t "
+                        "FROM messages ORDER BY seq").to_arrow_reader(batch)
         for chunk in reader:
             cols = chunk.to_pydict()
             texts = [search_text(MessageContent.coerce(json.loads(c)).plain_text, json.loads(m))
                      for c, m in zip(cols["content"], cols["metadata"])]
-            index.upsert(cols["id"], cols["thread_id"], cols["resource_id"], texts)
+            index.upsert(cols["id"], cols["thread_id"], cols["resource_id"], texts, cols["t"])
         return index
 
     def _unmirror(self, ids: list[str]) -> None:
@@ -409,7 +409,8 @@ class DuckDBStorage:
         )
         if self._lexical is not None:
             self._lexical.upsert([m.id for m in messages], [m.thread_id for m in messages],
-                                 [m.resource_id for m in messages], [m.search_text for m in messages])
+                                 [m.resource_id for m in messages], [m.search_text for m in messages],
+                                 [to_micros(m.created_at) for m in messages])
 
     def _load_timeline(self, batch: int = 100_000) -> None:
         self._seq = self.db.fetch_one("SELECT coalesce(max(seq), 0) FROM messages")[0]
