@@ -348,44 +348,117 @@ impl Timeline {
     /// resources are skipped and neighbours are counted among the thread's messages of that
     /// resource only. Unknown ids are skipped.
     pub fn window(&self, includes: &[Include], resource_id: Option<&str>) -> Vec<RowRef<'_>> {
-        let resource = match resource_id {
-            Some(name) => match self.names.lookup(name) {
-                Some(id) => Some(id),
-                None => return Vec::new(),
-            },
-            None => None,
+        let Some(scope) = self.scope(resource_id) else {
+            return Vec::new();
         };
-        let belongs = |k: &Key| resource.is_none_or(|r| self.slot(k.2).resource == Some(r));
         let mut keys: Vec<Key> = Vec::new();
         for include in includes {
-            let Some(&slot) = self.by_id.get(include.id) else {
+            let Some((key, earlier, later)) = self.around(include.id, scope) else {
                 continue;
             };
-            let target = self.slot(slot);
-            let key = target.key(slot);
-            if !belongs(&key) {
-                continue;
-            }
-            let line = &self.threads[&target.thread];
-            let at = line.partition_point(|k| *k < key);
             keys.push(key);
-            keys.extend(
-                line[..at]
-                    .iter()
-                    .rev()
-                    .filter(|k| belongs(k))
-                    .take(include.before),
-            );
-            keys.extend(
-                line[at + 1..]
-                    .iter()
-                    .filter(|k| belongs(k))
-                    .take(include.after),
-            );
+            keys.extend(earlier.take(include.before));
+            keys.extend(later.take(include.after));
         }
         keys.sort_unstable();
         keys.dedup();
         keys.into_iter().map(|k| self.row(k.2)).collect()
+    }
+
+    /// For each id, the ids of the messages right before and right after it in its thread
+    /// (`None` past either end), under the same rules as [`Timeline::window`]; an unknown id,
+    /// or one outside `resource_id`, has neither.
+    pub fn adjacent(
+        &self,
+        ids: &[&str],
+        resource_id: Option<&str>,
+    ) -> Vec<(Option<&str>, Option<&str>)> {
+        let Some(scope) = self.scope(resource_id) else {
+            return vec![(None, None); ids.len()];
+        };
+        let id_of = |k: Key| &*self.slot(k.2).id;
+        ids.iter()
+            .map(|id| match self.around(id, scope) {
+                Some((_, mut earlier, mut later)) => {
+                    (earlier.next().map(id_of), later.next().map(id_of))
+                }
+                None => (None, None),
+            })
+            .collect()
+    }
+
+    /// Each scored message's score plus `weight` times the best score of its direct
+    /// neighbours (unscored ones count 0), and the same for the unscored neighbours of scored
+    /// messages (those in `entrants`, when given), which start from 0. Scored messages come
+    /// first in their order, then the neighbours in the order they were met.
+    pub fn smooth<'a>(
+        &'a self,
+        scores: &[(&'a str, f64)],
+        resource_id: Option<&str>,
+        weight: f64,
+        entrants: Option<&HashSet<&str>>,
+    ) -> Vec<(&'a str, f64)> {
+        let scored: HashMap<&str, f64> = scores.iter().copied().collect();
+        let ids: Vec<&str> = scores.iter().map(|(id, _)| *id).collect();
+        let mut pairs = self.adjacent(&ids, resource_id);
+        let mut seen: HashSet<&str> = HashSet::new();
+        let newcomers: Vec<&str> = pairs
+            .iter()
+            .flat_map(|(a, b)| [*a, *b])
+            .flatten()
+            .filter(|n| !scored.contains_key(n) && entrants.is_none_or(|e| e.contains(n)))
+            .filter(|n| seen.insert(n))
+            .collect();
+        pairs.extend(self.adjacent(&newcomers, resource_id));
+        let score = |id: &str| scored.get(id).copied().unwrap_or(0.0);
+        ids.into_iter()
+            .chain(newcomers)
+            .zip(pairs)
+            .map(|(id, (a, b))| {
+                let best = [a, b]
+                    .into_iter()
+                    .flatten()
+                    .map(score)
+                    .reduce(f64::max)
+                    .unwrap_or(0.0);
+                (id, score(id) + weight * best)
+            })
+            .collect()
+    }
+
+    /// `Some(None)` for every resource, `Some(Some(r))` for a known one, `None` for an unknown
+    /// one (it holds nothing).
+    fn scope(&self, resource_id: Option<&str>) -> Option<Option<u32>> {
+        match resource_id {
+            Some(name) => self.names.lookup(name).map(Some),
+            None => Some(None),
+        }
+    }
+
+    /// A message's key and its thread's keys before it (nearest first) and after it, counting
+    /// only messages of `resource` when given; `None` for an unknown id or one outside it.
+    #[allow(clippy::type_complexity)]
+    fn around(
+        &self,
+        id: &str,
+        resource: Option<u32>,
+    ) -> Option<(
+        Key,
+        impl Iterator<Item = Key> + '_,
+        impl Iterator<Item = Key> + '_,
+    )> {
+        let belongs = move |k: &Key| resource.is_none_or(|r| self.slot(k.2).resource == Some(r));
+        let &slot = self.by_id.get(id)?;
+        let target = self.slot(slot);
+        let key = target.key(slot);
+        if !belongs(&key) {
+            return None;
+        }
+        let line = &self.threads[&target.thread];
+        let at = line.partition_point(|k| *k < key);
+        let earlier = line[..at].iter().rev().copied().filter(move |k| belongs(k));
+        let later = line[at + 1..].iter().copied().filter(move |k| belongs(k));
+        Some((key, earlier, later))
     }
 
     fn line(&self, thread_id: &str) -> Option<&Vec<Key>> {
@@ -768,6 +841,46 @@ mod tests {
             ["m0", "x0"]
         );
         assert!(window(&t, &[], None).is_empty());
+    }
+
+    #[test]
+    fn smooth_adds_the_best_neighbour_and_scores_unscored_neighbours() {
+        let t = ten();
+        let got = t.smooth(&[("m5", 1.0), ("m6", 3.0), ("m0", -1.0)], None, 0.5, None);
+        assert_eq!(
+            got,
+            [
+                ("m5", 1.0 + 0.5 * 3.0),
+                ("m6", 3.0 + 0.5 * 1.0),
+                ("m0", -1.0 + 0.5 * 0.0),
+                ("m4", 0.5 * 1.0),
+                ("m7", 0.5 * 3.0),
+                ("m1", 0.5 * 0.0) // its other neighbour, m2, is unscored: 0 beats -1
+            ]
+        );
+        let only: HashSet<&str> = ["m7"].into();
+        let got = t.smooth(&[("m6", 2.0)], None, 0.5, Some(&only));
+        assert_eq!(got, [("m6", 2.0), ("m7", 1.0)]);
+    }
+
+    #[test]
+    fn adjacent_names_each_messages_neighbours_in_its_thread() {
+        let t = ten();
+        assert_eq!(
+            t.adjacent(&["m0", "m5", "m9", "x0", "nope"], None),
+            [
+                (None, Some("m1")),
+                (Some("m4"), Some("m6")),
+                (Some("m8"), None),
+                (None, None),
+                (None, None)
+            ]
+        );
+        assert_eq!(
+            t.adjacent(&["m5", "m4"], Some("odd")),
+            [(Some("m3"), Some("m7")), (None, None)]
+        );
+        assert_eq!(t.adjacent(&["m5"], Some("nobody")), [(None, None)]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The Python binding: thin wrappers over the core, numpy in and out, one error mapping.
 
+use std::collections::HashSet;
 use std::sync::{PoisonError, RwLock};
 
 use pyo3::prelude::*;
@@ -371,6 +372,46 @@ impl PyTimeline {
                 .map(row_tuple)
                 .collect()
         }))
+    }
+
+    /// Each scored message's score plus `weight` times its best direct neighbour's, and the
+    /// same for its unscored neighbours (only those in `entrants`, when given).
+    #[pyo3(signature = (scores, weight, resource_id=None, entrants=None))]
+    fn smooth(
+        &self,
+        py: Python<'_>,
+        scores: Vec<(String, f64)>,
+        weight: f64,
+        resource_id: Option<&str>,
+        entrants: Option<Vec<String>>,
+    ) -> Vec<(String, f64)> {
+        let scores: Vec<(&str, f64)> = scores.iter().map(|(id, s)| (id.as_str(), *s)).collect();
+        let entrants: Option<HashSet<&str>> = entrants
+            .as_ref()
+            .map(|e| e.iter().map(String::as_str).collect());
+        self.read(py, |t| {
+            t.smooth(&scores, resource_id, weight, entrants.as_ref())
+                .into_iter()
+                .map(|(id, s)| (id.to_owned(), s))
+                .collect()
+        })
+    }
+
+    /// For each id, the ids of the messages right before and after it in its thread.
+    #[pyo3(signature = (ids, resource_id=None))]
+    fn adjacent(
+        &self,
+        py: Python<'_>,
+        ids: Vec<String>,
+        resource_id: Option<&str>,
+    ) -> Vec<(Option<String>, Option<String>)> {
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.read(py, |t| {
+            t.adjacent(&ids, resource_id)
+                .into_iter()
+                .map(|(a, b)| (a.map(str::to_owned), b.map(str::to_owned)))
+                .collect()
+        })
     }
 }
 

@@ -62,6 +62,19 @@ class Timeline:
         self, includes: list[tuple[str, int, int]], resource_id: str | None = None
     ) -> list[Row]:
         """Each (id, before, after) message with its neighbours, de-duplicated, chronological."""
+    def adjacent(
+        self, ids: list[str], resource_id: str | None = None
+    ) -> list[tuple[str | None, str | None]]:
+        """For each id, the ids of the messages right before and after it in its thread."""
+    def smooth(
+        self,
+        scores: list[tuple[str, float]],
+        weight: float,
+        resource_id: str | None = None,
+        entrants: list[str] | None = None,
+    ) -> list[tuple[str, float]]:
+        """Each scored message's score plus ``weight`` times its best direct neighbour's, and
+        the same for its unscored neighbours (only those in ``entrants``, when given)."""
 
 class VectorIndex:
     """HNSW vector index with filter pushdown; many readers, one writer.

@@ -114,18 +114,12 @@ def _with_neighbours(storage: DuckDBStorage, scores: Mapping[str, float], resour
     """Each message's score plus ``weight`` times its best direct neighbour's; the
     neighbours of scored messages are scored too (when they pass the filter)."""
     timeline = storage.timeline
-
-    def neighbours(mid: str) -> list[str]:
-        return [r[0] for r in timeline.window([(mid, 1, 1)], resource_id) if r[0] != mid]
-
-    around = {m: neighbours(m) for m in scores}
-    entrants = list(dict.fromkeys(n for ns in around.values() for n in ns if n not in scores))
-    if flt and entrants:
-        passing = set(_passing(storage, entrants, flt))
-        entrants = [n for n in entrants if n in passing]  # kept in order: ties rank the same every run
-    around.update((n, neighbours(n)) for n in entrants)
-    return {m: scores.get(m, 0.0) + weight * max((scores.get(n, 0.0) for n in ns), default=0.0)
-            for m, ns in around.items()}
+    entrants = None
+    if flt:
+        met = dict.fromkeys(n for pair in timeline.adjacent(list(scores), resource_id) for n in pair
+                            if n is not None and n not in scores)
+        entrants = _passing(storage, met, flt)
+    return dict(timeline.smooth(list(scores.items()), weight, resource_id, entrants))
 
 
 def _passing(storage: DuckDBStorage, ids: Iterable[str], filter: Mapping[str, Any]) -> list[str]:
