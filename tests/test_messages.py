@@ -34,6 +34,14 @@ def test_message_objects_and_dicts_are_both_accepted(memory):
     assert memory.recall("t1").messages[0] == obj
 
 
+def test_an_id_saved_twice_in_one_transaction_keeps_the_later_version(memory):
+    memory.create_thread("r1", thread_id="t1")
+    with memory.storage.db.transaction():
+        memory.save_messages([{"id": "a", "thread_id": "t1", "role": "user", "content": "first"}])
+        memory.save_messages([{"id": "a", "thread_id": "t1", "role": "user", "content": "second"}])
+    assert texts(memory.recall("t1")) == ["second"]
+
+
 def test_upsert_keeps_created_at_and_position(memory):
     seed(memory, "t1", 3)
     memory.save_messages([{"id": "t1-1", "thread_id": "t1", "role": "user", "content": "edited",
