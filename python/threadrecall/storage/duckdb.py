@@ -393,14 +393,12 @@ class DuckDBStorage:
 
     def _touch_threads(self, tx: Any, thread_ids: set[str]) -> None:
         """Set ``updated_at = now`` on these threads; once committed, they are cached as they
-        are now (the next write to them needs no read)."""
-        rows = tx.execute(
-            "UPDATE threads SET updated_at = ? WHERE id IN (SELECT unnest(?)) "
-            "RETURNING id, resource_id, title, metadata, created_at, updated_at",
-            [_now(), sorted(thread_ids)],
-        ).fetchall()
+        are now, so the next write to them needs no read."""
+        now = _now()
+        tx.execute("UPDATE threads SET updated_at = ? WHERE id IN (SELECT unnest(?))",
+                   [now, sorted(thread_ids)])
+        touched = [replace(t, updated_at=now) for t in self.get_threads(thread_ids).values()]
         self._forget_threads(thread_ids)
-        touched = [_thread(row) for row in rows]
         self.db.on_commit(lambda: self._threads.put(touched))
 
     def _forget_threads(self, thread_ids: Iterable[str]) -> None:
