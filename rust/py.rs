@@ -1,6 +1,7 @@
 //! The Python binding: thin wrappers over the core, numpy in and out, one error mapping.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 
 use pyo3::prelude::*;
@@ -457,6 +458,8 @@ fn pairs(hits: Vec<Hit>) -> Vec<(String, f32)> {
 #[pyclass(name = "VectorIndex", module = "threadrecall._core", frozen)]
 struct PyVectorIndex {
     inner: RwLock<VectorIndex>,
+    /// Writers waiting for the lock: linking steps aside for them between vectors.
+    writers: AtomicUsize,
 }
 
 impl PyVectorIndex {
@@ -465,7 +468,12 @@ impl PyVectorIndex {
     }
 
     fn write<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut VectorIndex) -> T + Send) -> T {
-        py.detach(|| f(&mut self.inner.write().unwrap_or_else(PoisonError::into_inner)))
+        py.detach(|| {
+            self.writers.fetch_add(1, Ordering::SeqCst);
+            let mut index = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+            self.writers.fetch_sub(1, Ordering::SeqCst);
+            f(&mut index)
+        })
     }
 }
 
@@ -483,6 +491,7 @@ impl PyVectorIndex {
         )?;
         Ok(PyVectorIndex {
             inner: RwLock::new(index),
+            writers: AtomicUsize::new(0),
         })
     }
 
@@ -546,7 +555,8 @@ impl PyVectorIndex {
 
     /// Links up to `max_count` (default: all) waiting vectors into the graph, oldest first;
     /// returns how many were linked. Each is planned under the read lock, beside searches,
-    /// and written under the write lock, held only to copy a few link lists.
+    /// and written under the write lock, held only to copy a few link lists. It stops early,
+    /// between two vectors, when a writer waits for the index, so linking never delays a write.
     #[pyo3(signature = (max_count=None))]
     fn link_pending(&self, py: Python<'_>, max_count: Option<i64>) -> PyResult<usize> {
         let max_count = max_count
@@ -556,7 +566,7 @@ impl PyVectorIndex {
         let lock = &self.inner;
         Ok(py.detach(|| {
             let mut linked = 0;
-            while linked < max_count {
+            while linked < max_count && self.writers.load(Ordering::SeqCst) == 0 {
                 let plan = lock
                     .read()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -672,6 +682,7 @@ impl PyVectorIndex {
         Ok((
             PyVectorIndex {
                 inner: RwLock::new(index),
+                writers: AtomicUsize::new(0),
             },
             generation,
         ))

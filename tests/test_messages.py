@@ -34,6 +34,14 @@ def test_message_objects_and_dicts_are_both_accepted(memory):
     assert memory.recall("t1").messages[0] == obj
 
 
+def test_an_id_saved_twice_in_one_transaction_keeps_the_later_version(memory):
+    memory.create_thread("r1", thread_id="t1")
+    with memory.storage.db.transaction():
+        memory.save_messages([{"id": "a", "thread_id": "t1", "role": "user", "content": "first"}])
+        memory.save_messages([{"id": "a", "thread_id": "t1", "role": "user", "content": "second"}])
+    assert texts(memory.recall("t1")) == ["second"]
+
+
 def test_upsert_keeps_created_at_and_position(memory):
     seed(memory, "t1", 3)
     memory.save_messages([{"id": "t1-1", "thread_id": "t1", "role": "user", "content": "edited",
@@ -175,3 +183,15 @@ def test_close_saves_the_index_and_a_reopen_finds_everything(tmp_path):
     with Memory(storage=DuckDBStorage(path), embedder=HashEmbedder(dim=16),
                 options={"semantic_recall": {"scope": "thread", "top_k": 1, "message_range": 0}}) as memory:
         assert [m.id for m in memory.recall("t1", per_page=0, vector_search_string="Message 3").messages] == ["t1-3"]
+
+
+def test_a_thread_read_after_a_save_is_the_stored_one(tmp_path):
+    path = tmp_path / "m.duckdb"
+    memory = Memory(storage=DuckDBStorage(path))
+    created = memory.create_thread("r1", thread_id="t1", title="x", metadata={"a": 1})
+    memory.save_messages([{"thread_id": "t1", "role": "user", "content": "hi"}])
+    touched = memory.get_thread_by_id("t1")
+    assert touched.updated_at > created.updated_at
+    memory.close()
+    with Memory(storage=DuckDBStorage(path)) as reopened:
+        assert reopened.get_thread_by_id("t1") == touched

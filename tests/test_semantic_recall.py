@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
 
 from threadrecall import Memory
 from threadrecall.embedders import HashEmbedder
@@ -230,3 +232,24 @@ def test_switching_embedder_dimension_is_an_error_not_a_second_index(storage):
     with pytest.raises(DimensionMismatchError, match="embedded with 64 dimensions"):
         save(second, "t1", WEATHER[1:2])
     assert first.vector.list_indexes() == ["memory_messages_64"]
+
+
+def greedy_chunks(text: str, limit: int) -> list[str]:
+    """The chunking rule spelled out: words (split on any whitespace), long ones cut into
+    ``limit``-character pieces, packed greedily with single spaces."""
+    pieces = [w[k:k + limit] for w in text.split() for k in range(0, len(w), limit)]
+    chunks: list[str] = []
+    for piece in pieces:
+        if chunks and len(chunks[-1]) + 1 + len(piece) <= limit:
+            chunks[-1] += " " + piece
+        else:
+            chunks.append(piece)
+    return chunks
+
+
+@seed(20261130)
+@settings(max_examples=300)
+@given(st.text(alphabet=st.sampled_from("ab \t\n\u00a0\u3000\u2028\u200b"), max_size=40),
+       st.integers(min_value=1, max_value=12))
+def test_chunks_follow_the_greedy_rule(text, limit):
+    assert chunk_text(text, limit=limit) == greedy_chunks(text, limit)

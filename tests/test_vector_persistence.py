@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,10 @@ import textwrap
 import numpy as np
 import pytest
 
+from threadrecall import _core
+from threadrecall.storage.connection import Database
 from threadrecall.vector import HnswVectorStore
+from threadrecall.vector.hnsw import MIGRATIONS
 
 DIM = 8
 
@@ -138,3 +142,48 @@ def test_sigkill_mid_upsert_loses_no_acknowledged_vector(tmp_path):
                 assert hit.metadata == {"batch": batch}
         per_batch = [len(store.query("docs", vecs[0], top_k=100, filter={"batch": b})) for b in range(count // 10)]
         assert set(per_batch) == {10}
+
+
+def write_float_list_store(path, data: np.ndarray, ids: list, metadata: list, batch: int) -> None:
+    """A database as the store wrote it while vectors were ``FLOAT[]`` lists: the first three
+    schema steps, one generation per batch of ``batch`` rows."""
+    db = Database(path)
+    db.migrate("vector", MIGRATIONS[:3])
+    with db.transaction() as tx:
+        tx.execute("INSERT INTO vector_indexes VALUES ('docs', ?, 'cosine', ?)", [DIM, len(ids) // batch])
+        tx.executemany(
+            "INSERT INTO vector_rows VALUES ('docs', ?, ?, ?, ?, ?)",
+            [(i, [float(x) for x in v], json.dumps(m), k // batch + 1, k % batch)
+             for k, (i, v, m) in enumerate(zip(ids, data, metadata))],
+        )
+    db.close()
+
+
+@pytest.mark.parametrize("file_at", [None, 2])
+def test_store_of_float_list_vectors_opens_with_the_same_answers(tmp_path, file_at):
+    """Vectors stored as lists are converted on open; the index is rebuilt from them, or an
+    index file of generation 2 is caught up with them, and answers as a new store does."""
+    data, queries = unit(5, 300), unit(105, 8)
+    ids = [f"v{i}" for i in range(300)]
+    metadata = [{"thread_id": f"t{i % 3}"} for i in range(300)]
+    with HnswVectorStore(tmp_path / "new.duckdb") as store:
+        store.create_index("docs", DIM)
+        for start in range(0, 300, 100):
+            store.upsert("docs", data[start:start + 100], ids=ids[start:start + 100],
+                         metadata=metadata[start:start + 100])
+        want = answers(store, queries)
+    old = tmp_path / "old.duckdb"
+    write_float_list_store(old, data, ids, metadata, batch=100)
+    if file_at is not None:
+        index = _core.VectorIndex(DIM, "cosine", m=16, ef_construction=200)
+        index.add(ids[:200], data[:200], metadata[:200])
+        index.save(f"{old}.docs.hnsw", file_at)
+    with HnswVectorStore(old) as store:
+        assert answers(store, queries) == want
+        assert store.describe_index("docs").count == 300
+        (hit,) = store.query("docs", data[42], top_k=1, include_vector=True)
+        assert hit.id == "v42" and np.array_equal(hit.vector, data[42])
+        store.upsert("docs", data[:1], ids=["v7"], metadata=[{"thread_id": "t9"}])
+    with HnswVectorStore(old) as store:
+        assert store.describe_index("docs").count == 300
+        assert [r.id for r in store.query("docs", data[0], top_k=1, filter={"thread_id": "t9"})] == ["v7"]

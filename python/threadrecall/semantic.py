@@ -36,6 +36,9 @@ def chunk_text(text: str, limit: int = CHUNK_CHARS) -> list[str]:
     >>> chunk_text("a  b\\n c", limit=3)
     ['a b', 'c']
     """
+    joined = " ".join(text.split())  # the usual case: one chunk, the words single-spaced
+    if len(joined) <= limit:
+        return [joined] if joined else []
     chunks: list[str] = []
     current = ""
     for word in _WHITESPACE.split(text.strip()):

@@ -277,6 +277,13 @@ class IndexStats:
     count: int
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def dumps(value: Any) -> str:
-    """Compact JSON used for every stored JSON column."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    """Compact JSON used for every stored JSON column.
+
+    >>> dumps({"a": [1, "é"]})
+    '{"a":[1,"é"]}'
+    """
+    return _ENCODER.encode(value)

@@ -81,13 +81,13 @@ class CachedEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embed ``texts``, asking the inner embedder only for the ones not cached."""
         items, keys, found, missing = self._lookup(texts)
-        fresh = self.inner.embed(missing) if missing else None
+        fresh = self.inner.embed(list(missing.values())) if missing else None
         return self._assemble(items, keys, found, missing, fresh)
 
     async def aembed(self, texts: list[str]) -> np.ndarray:
         """The async twin of :meth:`embed` (uses the inner embedder's ``aembed``)."""
         items, keys, found, missing = self._lookup(texts)
-        fresh = await self.inner.aembed(missing) if missing else None
+        fresh = await self.inner.aembed(list(missing.values())) if missing else None
         return self._assemble(items, keys, found, missing, fresh)
 
     def _key(self, model_id: str, text: str) -> bytes:
@@ -98,8 +98,9 @@ class CachedEmbedder:
 
     def _lookup(
         self, texts: list[str]
-    ) -> tuple[list[str], list[bytes], dict[bytes, np.ndarray], list[str]]:
-        """The texts, their keys, the cached vectors found, and the distinct texts missing."""
+    ) -> tuple[list[str], list[bytes], dict[bytes, np.ndarray], dict[bytes, str]]:
+        """The texts, their keys, the cached vectors found, and the distinct texts missing
+        (by key)."""
         items = check_texts(texts)
         model_id = self.model_id
         keys = [self._key(model_id, text) for text in items]
@@ -117,14 +118,14 @@ class CachedEmbedder:
                     found[key] = vector
             self.misses += len(missing)
             self.hits += len(items) - len(missing)
-        return items, keys, found, list(missing.values())
+        return items, keys, found, missing
 
     def _assemble(
         self,
         items: list[str],
         keys: list[bytes],
         found: dict[bytes, np.ndarray],
-        missing: list[str],
+        missing: dict[bytes, str],
         fresh: np.ndarray | None,
     ) -> np.ndarray:
         """Store the fresh vectors and build the result in the order of ``items``."""
@@ -136,8 +137,7 @@ class CachedEmbedder:
                     f"{self.model_id} returned shape {fresh.shape} for {len(missing)} texts; "
                     f"expected ({len(missing)}, {dim})"
                 )
-            model_id = self.model_id
-            new = {self._key(model_id, text): row for text, row in zip(missing, fresh)}
+            new = dict(zip(missing, fresh))
             found.update(new)
             with self._lock:
                 for key, row in new.items():
@@ -145,10 +145,9 @@ class CachedEmbedder:
                     self._entries.move_to_end(key)
                 while len(self._entries) > self.max_entries:
                     self._entries.popitem(last=False)
-        out = np.empty((len(items), dim), dtype=np.float32)
-        for i, key in enumerate(keys):
-            out[i] = found[key]
-        return out
+        if not items:
+            return np.empty((0, dim), dtype=np.float32)
+        return np.stack([found[key] for key in keys]).astype(np.float32, copy=False)
 
 
 _shared: weakref.WeakValueDictionary[int, CachedEmbedder] = weakref.WeakValueDictionary()

@@ -103,11 +103,14 @@ class Database:
         rows = self.cursor().execute(sql, params).fetchall()
         return rows[0] if rows else None
 
-    def migrate(self, component: str, steps: Sequence[str]) -> None:
-        """Bring ``component``'s tables forward: run the SQL steps not yet applied, in order.
+    def migrate(self, component: str,
+                steps: Sequence[str | Callable[[duckdb.DuckDBPyConnection], None]]) -> None:
+        """Bring ``component``'s tables forward: run the steps not yet applied, in order.
 
-        ``steps[i]`` takes the component from version ``i`` to ``i + 1``; steps are only ever
-        appended, never edited, so every database moves forward along the same path.
+        ``steps[i]`` takes the component from version ``i`` to ``i + 1``: SQL text, or a
+        function given the transaction's connection (for conversions SQL cannot express).
+        Steps are only ever appended, never edited, so every database moves forward along
+        the same path.
         """
         with self.transaction() as tx:
             tx.execute(
@@ -116,7 +119,10 @@ class Database:
             row = self.fetch_one("SELECT version FROM schema_version WHERE component = ?", [component])
             current = row[0] if row else 0
             for step in steps[current:]:
-                tx.execute(step)
+                if callable(step):
+                    step(tx)
+                else:
+                    tx.execute(step)
             if current < len(steps):
                 tx.execute(
                     "INSERT OR REPLACE INTO schema_version VALUES (?, ?)", [component, len(steps)]

@@ -74,6 +74,14 @@ MIGRATIONS = [
     """,
 ]
 
+_UPSERT_MESSAGES = """
+    INSERT INTO messages SELECT * FROM incoming
+    ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
+        resource_id = excluded.resource_id, role = excluded.role,
+        type = excluded.type, content = excluded.content,
+        metadata = excluded.metadata
+"""
+
 # A mirrored message: (id, thread_id, resource_id, created_at µs, seq, payload JSON).
 MessageRow = tuple[str, str, "str | None", int, int, str]
 
@@ -138,6 +146,7 @@ class DuckDBStorage:
         self.timeline = _core.Timeline()
         self._threads = ThreadCache()
         self._seq = 0
+        self._unsaved: set[str] = set()  # message ids written by the open transaction
         self._load_timeline()
         self._lexical: _core.LexicalIndex | None = None
 
@@ -311,6 +320,11 @@ class DuckDBStorage:
         with self.db.transaction() as tx:
             stored: list[Message] = []
             seqs: list[int] = []
+            # Ids new to the database take a plain insert, far cheaper than an upsert: the mirror
+            # knows the committed ids, `_unsaved` those of the open transaction.
+            replacing = not self._unsaved.isdisjoint(latest)
+            self._unsaved.update(latest)
+            self.db.on_commit(self._unsaved.clear)
             for m in latest.values():
                 existing = self.timeline.get(m.id)
                 if existing is None:
@@ -318,21 +332,14 @@ class DuckDBStorage:
                     seqs.append(self._seq)
                     stored.append(m)
                 else:
+                    replacing = True
                     seqs.append(existing[4])
                     stored.append(replace(m, created_at=from_micros(existing[3])))
             contents = [dumps(m.content.to_dict()) for m in stored]
             metadatas = [dumps(m.metadata) for m in stored]
             tx.register("incoming", _message_table(stored, seqs, contents, metadatas))
             try:
-                tx.execute(
-                    """
-                    INSERT INTO messages SELECT * FROM incoming
-                    ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
-                        resource_id = excluded.resource_id, role = excluded.role,
-                        type = excluded.type, content = excluded.content,
-                        metadata = excluded.metadata
-                    """
-                )
+                tx.execute(_UPSERT_MESSAGES if replacing else "INSERT INTO messages SELECT * FROM incoming")
             finally:
                 tx.unregister("incoming")
             self._touch_threads(tx, {m.thread_id for m in stored})
@@ -385,11 +392,14 @@ class DuckDBStorage:
             self._lexical.remove_thread(thread_id)
 
     def _touch_threads(self, tx: Any, thread_ids: set[str]) -> None:
-        tx.execute(
-            "UPDATE threads SET updated_at = ? WHERE id IN (SELECT unnest(?))",
-            [_now(), sorted(thread_ids)],
-        )
+        """Set ``updated_at = now`` on these threads; once committed, they are cached as they
+        are now, so the next write to them needs no read."""
+        now = _now()
+        tx.execute("UPDATE threads SET updated_at = ? WHERE id IN (SELECT unnest(?))",
+                   [now, sorted(thread_ids)])
+        touched = [replace(t, updated_at=now) for t in self.get_threads(thread_ids).values()]
         self._forget_threads(thread_ids)
+        self.db.on_commit(lambda: self._threads.put(touched))
 
     def _forget_threads(self, thread_ids: Iterable[str]) -> None:
         """Drop changed threads from the cache now and again once the change commits."""
