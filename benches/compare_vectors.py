@@ -1,8 +1,8 @@
 """Side-by-side: threadrecall's HNSW index against hnswlib and a numpy exact scan.
 
 One run, one thread (times are CPU seconds of this process, medians of three passes over the
-queries, since the machine is shared), release build (``maturin develop --release``). Data: float32 vectors from
-a seeded Gaussian mixture, L2-normalised; queries from the same mixture; exact ground truth by
+queries, since the machine is shared), release build (``maturin develop --release``). Data:
+float32 vectors from a seeded Gaussian mixture, L2-normalised; queries from the same mixture; exact ground truth by
 numpy. Measures build time, recall@10 and per-query latency for ef in 16..256, filtered queries
 at 10 %, 1 % and 0.1 % selectivity, and index memory. Writes a markdown table and a
 recall-QPS plot next to this file (``results/``).

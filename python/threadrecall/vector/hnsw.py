@@ -1,10 +1,11 @@
 """The default vector store: vectors in DuckDB, searched through the Rust HNSW index.
 
 DuckDB holds the truth — every vector (a BLOB of little-endian float32), its metadata, and a
-generation counter per index that each write bumps. The HNSW graph is a cache of it, kept in memory and saved beside the database
-as ``<db path>.<index name>.hnsw`` tagged with the generation it reflects. On first use an
-index file is loaded if its generation matches, caught up if it lags (rows written and ids
-deleted after its generation are replayed), and rebuilt if it is missing or unreadable.
+generation counter per index that each write bumps. The HNSW graph is a cache of it, kept in
+memory and saved beside the database as ``<db path>.<index name>.hnsw`` tagged with the
+generation it reflects. On first use an index file is loaded if its generation matches,
+caught up if it lags (rows written and ids deleted after its generation are replayed), and
+rebuilt if it is missing or unreadable.
 Writes land in DuckDB inside one transaction and reach the graph only after it commits, so a
 rolled-back outer transaction leaves the index untouched.
 
@@ -63,7 +64,6 @@ LINK_CHUNK = 64
 LINK_IDLE_WAIT = 5.0
 # The linker thread's niceness: it links with CPU time nothing else wants.
 LINKER_NICE = 19
-
 
 
 def _packed(matrix: np.ndarray) -> pa.Array:
