@@ -282,7 +282,7 @@ impl Graph {
             return Vec::new();
         }
         let metric = self.params.metric;
-        let bound = |c: &Near| self.codes.bound(metric, q, c.slot as usize, c.dist);
+        let bound = |c: &Near| self.codes.bound(metric, q, c.slot as usize);
         let mut uppers: Vec<f32> = coarse.iter().map(|c| c.dist + bound(c)).collect();
         let kth = k.min(uppers.len()) - 1;
         let cut = *uppers.select_nth_unstable_by(kth, |a, b| a.total_cmp(b)).1;
@@ -787,7 +787,7 @@ struct Codes {
     norm_gaps: Vec<f32>,
 }
 
-/// Slack for float rounding in the code distance, relative to its size.
+/// Slack for float rounding in a distance, relative to the size of the terms it sums.
 const ROUNDING: f32 = 1e-5;
 
 impl Codes {
@@ -846,15 +846,19 @@ impl Codes {
         }
     }
 
-    /// How far [`Codes::distance`] can be from the float distance.
+    /// How far [`Codes::distance`] can be from the float distance, float rounding (of both,
+    /// which grows with the sizes of the terms summed, `|q| |v|`) included.
     #[inline]
-    fn bound(&self, metric: Metric, q: &Query, slot: usize, approx: f32) -> f32 {
-        let rounding = ROUNDING * (1.0 + approx.abs());
+    fn bound(&self, metric: Metric, q: &Query, slot: usize) -> f32 {
+        let terms = q.norm * self.norms[slot].sqrt();
         match metric {
             Metric::Euclidean => {
-                2.0 * q.norm * self.residuals[slot] + self.norm_gaps[slot] + rounding
+                let size = q.norm * q.norm + self.norms[slot] + 2.0 * terms;
+                2.0 * q.norm * self.residuals[slot] + self.norm_gaps[slot] + ROUNDING * (1.0 + size)
             }
-            Metric::Cosine | Metric::DotProduct => q.norm * self.residuals[slot] + rounding,
+            Metric::Cosine | Metric::DotProduct => {
+                q.norm * self.residuals[slot] + ROUNDING * (1.0 + terms)
+            }
         }
     }
 }
