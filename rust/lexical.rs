@@ -494,44 +494,68 @@ mod tests {
         stop_words: false,
     };
 
-    /// BM25 computed directly from the definition over `(id, thread, resource, text)` rows.
+    /// BM25 by its definition (k1 1.2, b 0.75) over the texts of `(id, thread, resource,
+    /// text)` rows, for one query.
+    struct Oracle {
+        docs: Vec<Vec<String>>,
+        terms: Vec<String>,
+        avg: f32,
+    }
+
+    impl Oracle {
+        fn new(rows: &[(&str, &str, &str, &str)], query: &str) -> Oracle {
+            let docs: Vec<Vec<String>> = rows.iter().map(|r| PLAIN.tokens(r.3)).collect();
+            let avg = docs.iter().map(Vec::len).sum::<usize>() as f32 / docs.len() as f32;
+            let mut terms = PLAIN.tokens(query);
+            terms.sort();
+            terms.dedup();
+            Oracle { docs, terms, avg }
+        }
+
+        /// The score of `doc` (any token list) against an average length of `avg`.
+        fn score(&self, doc: &[String], avg: f32) -> f32 {
+            let (k1, b) = (1.2f32, 0.75f32);
+            let n = self.docs.len() as f32;
+            let mut score = 0.0f32;
+            for term in &self.terms {
+                let tf = doc.iter().filter(|t| *t == term).count() as f32;
+                if tf > 0.0 {
+                    let df = self.docs.iter().filter(|d| d.contains(term)).count() as f32;
+                    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                    score +=
+                        idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * doc.len() as f32 / avg));
+                }
+            }
+            score
+        }
+    }
+
+    /// Rows with a positive score (idf is positive, so: sharing a query term), best first.
+    fn ranked(scored: Vec<(String, f32)>) -> Vec<(String, f32)> {
+        let mut out: Vec<(String, f32)> = scored.into_iter().filter(|r| r.1 > 0.0).collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out
+    }
+
+    /// BM25 from the definition, restricted to `scope`.
     fn naive(
         rows: &[(&str, &str, &str, &str)],
         query: &str,
         scope: Scope<'_>,
     ) -> Vec<(String, f32)> {
-        let (k1, b) = (1.2f32, 0.75f32);
-        let docs: Vec<Vec<String>> = rows.iter().map(|r| PLAIN.tokens(r.3)).collect();
-        let n = docs.len() as f32;
-        let avg = docs.iter().map(Vec::len).sum::<usize>() as f32 / n;
-        let mut query_terms = PLAIN.tokens(query);
-        query_terms.sort();
-        query_terms.dedup();
-        let mut out = Vec::new();
-        for (row, doc) in rows.iter().zip(&docs) {
-            let in_scope = match scope {
-                Scope::All => true,
-                Scope::Thread(t) => row.1 == t,
-                Scope::Resource(r) => row.2 == r,
-            };
-            let mut score = 0.0f32;
-            let mut shared = false;
-            for term in &query_terms {
-                let tf = doc.iter().filter(|t| *t == term).count() as f32;
-                if tf == 0.0 {
-                    continue;
-                }
-                shared = true;
-                let df = docs.iter().filter(|d| d.contains(term)).count() as f32;
-                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-                score += idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * doc.len() as f32 / avg));
-            }
-            if in_scope && shared {
-                out.push((row.0.to_string(), score));
-            }
-        }
-        out.sort_by(|a, b| b.1.total_cmp(&a.1));
-        out
+        let o = Oracle::new(rows, query);
+        let in_scope = |row: &(&str, &str, &str, &str)| match scope {
+            Scope::All => true,
+            Scope::Thread(t) => row.1 == t,
+            Scope::Resource(r) => row.2 == r,
+        };
+        ranked(
+            rows.iter()
+                .zip(&o.docs)
+                .filter(|(row, _)| in_scope(row))
+                .map(|(row, doc)| (row.0.to_string(), o.score(doc, o.avg)))
+                .collect(),
+        )
     }
 
     fn index_of(rows: &[(&str, &str, &str, &str)]) -> LexicalIndex {
@@ -680,39 +704,16 @@ mod tests {
         turns: usize,
         w: f32,
     ) -> Vec<(String, f32)> {
-        let (k1, b) = (1.2f32, 0.75f32);
-        let docs: Vec<Vec<String>> = rows.iter().map(|r| PLAIN.tokens(r.3)).collect();
-        let n = docs.len() as f32;
-        let avg = docs.iter().map(Vec::len).sum::<usize>() as f32 / n;
-        let mut query_terms = PLAIN.tokens(query);
-        query_terms.sort();
-        query_terms.dedup();
-        let bm25 = |doc: &[String], avg: f32| {
-            let mut score = 0.0f32;
-            for term in &query_terms {
-                let tf = doc.iter().filter(|t| *t == term).count() as f32;
-                if tf > 0.0 {
-                    let df = docs.iter().filter(|d| d.contains(term)).count() as f32;
-                    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-                    score +=
-                        idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * doc.len() as f32 / avg));
-                }
-            }
-            score
-        };
-        let mut out = Vec::new();
-        for (i, row) in rows.iter().enumerate() {
-            let mut joined = docs[i].clone();
+        let o = Oracle::new(rows, query);
+        let context_avg = (turns + 1) as f32 * o.avg;
+        let scored = rows.iter().enumerate().map(|(i, row)| {
+            let mut joined = o.docs[i].clone();
             let prior = (0..i).rev().filter(|&j| rows[j].1 == row.1).take(turns);
-            prior.for_each(|j| joined.extend(docs[j].iter().cloned()));
-            let context_avg = (turns + 1) as f32 * avg;
-            let score = bm25(&docs[i], avg) + w * bm25(&joined, context_avg);
-            if score > 0.0 {
-                out.push((row.0.to_string(), score));
-            }
-        }
-        out.sort_by(|a, b| b.1.total_cmp(&a.1));
-        out
+            prior.for_each(|j| joined.extend(o.docs[j].iter().cloned()));
+            let score = o.score(&o.docs[i], o.avg) + w * o.score(&joined, context_avg);
+            (row.0.to_string(), score)
+        });
+        ranked(scored.collect())
     }
 
     #[test]

@@ -426,7 +426,11 @@ mod tests {
         let data: Vec<Vec<f32>> = clustered(5, 600, 40, 12)
             .into_iter()
             .enumerate()
-            .map(|(i, v)| v.iter().map(|x| x * (0.5 + (i % 7) as f32 * 15.0)).collect())
+            .map(|(i, v)| {
+                v.iter()
+                    .map(|x| x * (0.5 + (i % 7) as f32 * 15.0))
+                    .collect()
+            })
             .collect();
         let queries = clustered(6, 20, 40, 12);
         for metric in [Metric::Cosine, Metric::Euclidean, Metric::DotProduct] {
