@@ -409,6 +409,18 @@ mod x86 {
         }
         out
     }
+
+    #[cfg(test)]
+    pub fn available_code_kernels() -> Vec<(&'static str, super::CodeKernel)> {
+        let mut out: Vec<(&'static str, super::CodeKernel)> = Vec::new();
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            out.push(("avx2", dot_codes_avx2_safe));
+        }
+        if std::is_x86_feature_detected!("avx512f") {
+            out.push(("avx512", dot_codes_avx512_safe));
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -451,6 +463,35 @@ mod tests {
                     (l0 - l1).abs() <= 1e-5 * (1.0 + l0.abs()),
                     "{name} l2 n={n}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn code_kernels_match_scalar_for_every_length() {
+        // seed 9 for the query, 10 for the codes; lengths cover every body step and tail.
+        let q = values(9, 131);
+        let codes: Vec<i8> = values(10, 131)
+            .iter()
+            .map(|x| (x * 127.0).round() as i8)
+            .collect();
+        let chosen = [("chosen", dot_codes as CodeKernel)];
+        #[cfg(target_arch = "x86_64")]
+        let all: Vec<_> = chosen
+            .into_iter()
+            .chain(x86::available_code_kernels())
+            .collect();
+        #[cfg(not(target_arch = "x86_64"))]
+        let all: Vec<_> = chosen.into_iter().collect();
+        for (name, kernel) in all {
+            for n in 0..=131 {
+                let (want, got) = (
+                    dot_codes_scalar(&q[..n], &codes[..n]),
+                    kernel(&q[..n], &codes[..n]),
+                );
+                // float sums in another order differ by rounding, which grows with the terms
+                let size: f32 = (0..n).map(|i| (q[i] * codes[i] as f32).abs()).sum();
+                assert!((want - got).abs() <= 1e-5 * (1.0 + size), "{name} n={n}");
             }
         }
     }
