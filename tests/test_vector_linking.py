@@ -173,3 +173,37 @@ def test_writes_during_linking_lose_nothing_and_link_finishes_the_backlog(tmp_pa
         assert index.pending == 0 and len(index) == 3000
         for i in range(0, 3000, 97):
             assert store.query("docs", data[i], top_k=1)[0].id == f"v{i}"
+
+
+def wait_for(condition) -> bool:
+    for _ in range(3000):  # wait for the daemon, not on the clock
+        if condition():
+            return True
+        threading.Event().wait(0.01)
+    return False
+
+
+def test_linker_saves_a_lagging_index_file_when_idle_and_writers_never_do(tmp_path, monkeypatch):
+    monkeypatch.setattr("threadrecall.vector.hnsw.SAVE_AFTER_CHANGES", 1500)
+    data = unit(8, 2000)  # seed 8
+    store = HnswVectorStore(tmp_path / "m.duckdb")
+    store.create_index("docs", DIM)
+    loaded = store._load("docs")  # a new index writes its (empty) file at once
+    saves = []
+    save = store._save
+    monkeypatch.setattr(store, "_save", lambda name, loaded: (saves.append(threading.current_thread().name),
+                                                                 save(name, loaded)))
+    fill(store, data)
+    assert wait_for(lambda: loaded.index.pending == 0 and saves)
+    assert set(saves) == {"threadrecall-linker"}  # never the writing thread
+    saved, generation = VectorIndex.load(str(store.index_path("docs")))
+    assert len(saved) == 2000 and generation == loaded.generation
+    store.close()
+
+
+def test_without_a_linker_the_writer_saves_once_enough_changed(tmp_path, monkeypatch):
+    monkeypatch.setattr("threadrecall.vector.hnsw.SAVE_AFTER_CHANGES", 1500)
+    with HnswVectorStore(tmp_path / "m.duckdb", background_linking=False) as store:
+        fill(store, unit(9, 2000))  # seed 9: two batches of 1,000, so saved after the second
+        saved, _ = VectorIndex.load(str(store.index_path("docs")))
+        assert len(saved) == 2000

@@ -29,7 +29,7 @@ import uuid
 import warnings
 import weakref
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -50,7 +50,8 @@ METRICS = ("cosine", "euclidean", "dotproduct")
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]{0,62}$")
 # Save the index file once this many vectors changed since the last save, or a quarter of the
 # index when that is more: saving rewrites the whole file, so the cost stays proportional to
-# the changes however large the index grows (a reopen replays at most that many rows).
+# the changes however large the index grows. The background linker saves when it is idle, so
+# writers never wait for a save; a reopen replays from the database whatever the file lacks.
 SAVE_AFTER_CHANGES = 20_000
 SAVE_AFTER_FRACTION = 0.25
 # Rebuilds of at least this many vectors show a progress bar.
@@ -64,6 +65,19 @@ LINK_CHUNK = 64
 LINK_IDLE_WAIT = 5.0
 # The linker thread's niceness: it links with CPU time nothing else wants.
 LINKER_NICE = 19
+
+
+def _weakly(method: Callable[[], None]) -> Callable[[], None]:
+    """``method``, called only while its object lives (so a thread holding it keeps no store
+    alive)."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        bound = ref()
+        if bound is not None:
+            bound()
+
+    return call
 
 
 def _packed(matrix: np.ndarray) -> pa.Array:
@@ -186,10 +200,13 @@ class _Loaded:
 
 class _Linker:
     """A daemon thread linking waiting vectors into the graphs of loaded indexes, one chunk
-    at a time, round-robin; started by the first wake-up, asleep while there is no work."""
+    at a time, round-robin; started by the first wake-up, asleep while there is no work.
+    Whenever a round finds nothing to link it calls ``on_idle`` (the store saves lagging
+    index files then, off the writers' path)."""
 
-    def __init__(self, loaded: dict[str, _Loaded]) -> None:
+    def __init__(self, loaded: dict[str, _Loaded], on_idle: Callable[[], None]) -> None:
         self._loaded = loaded  # the store's own dict, read as a snapshot each round
+        self._on_idle = on_idle
         self._wake = threading.Event()
         self._guard = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -224,6 +241,7 @@ class _Linker:
                     return
                 linked += loaded.index.link_pending(LINK_CHUNK)
             if not linked:
+                self._on_idle()
                 self._wake.wait(LINK_IDLE_WAIT)
 
 
@@ -275,7 +293,7 @@ class HnswVectorStore:
         self._lock = threading.RLock()
         self._loaded: dict[str, _Loaded] = {}
         self._uncommitted: dict[str, set[str]] = {}  # ids upserted by the open transaction
-        self._linker = _Linker(self._loaded) if background_linking else None
+        self._linker = _Linker(self._loaded, _weakly(self._save_due)) if background_linking else None
         if self._linker is not None:
             weakref.finalize(self, self._linker.stop)
         self.db.migrate("vector", MIGRATIONS)
@@ -588,6 +606,16 @@ class HnswVectorStore:
     def _advance(self, name: str, loaded: _Loaded, generation: int, changes: int) -> None:
         loaded.generation = generation
         loaded.changes += changes
+        if self._linker is None:  # no background thread to save when idle: save as writes go
+            self._save_if_due(name, loaded)
+
+    def _save_due(self) -> None:
+        """Save the index files that lag by enough changes (the linker calls this when idle)."""
+        with self._lock:
+            for name, loaded in list(self._loaded.items()):
+                self._save_if_due(name, loaded)
+
+    def _save_if_due(self, name: str, loaded: _Loaded) -> None:
         due = max(SAVE_AFTER_CHANGES, int(len(loaded.index) * SAVE_AFTER_FRACTION))
         if loaded.changes >= due and not self.db.in_memory:
             self._save(name, loaded)
