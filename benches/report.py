@@ -187,6 +187,7 @@ def vector_search(size: Size, curves: dict[str, list[tuple[float, float]]],
     ours = _core.VectorIndex(size.dim, "cosine", m=16, ef_construction=200, seed=0)
     with tqdm(total=1, desc="build threadrecall HNSW", file=sys.stderr, leave=False):
         _, ours_build = cv.timed(lambda: ours.add(ids, data, metas, link=True))
+    assert ours.pending == 0, "the graph measured must be fully built"
     theirs = None
     if hnswlib is not None:
         theirs = hnswlib.Index(space="ip", dim=size.dim)
