@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -8,6 +12,20 @@ from threadrecall import Memory
 from threadrecall.storage import DuckDBStorage
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def kill_after_acks(script: str, db, acks: int) -> int:
+    """Run ``script`` on ``db`` in a child Python that prints a number after each batch it
+    has written; SIGKILL it once it has acknowledged ``acks``; return the last number."""
+    child = subprocess.Popen([sys.executable, "-c", script, str(db)], stdout=subprocess.PIPE, text=True)
+    acked = -1
+    while acked < acks:
+        line = child.stdout.readline()
+        assert line, "the writer died on its own"
+        acked = int(line)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    return acked
 
 
 @pytest.fixture

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 
+from conftest import kill_after_acks
 from threadrecall import Memory
 from threadrecall.embedders import HashEmbedder
 from threadrecall.storage import DuckDBStorage
@@ -34,14 +31,7 @@ WRITER = textwrap.dedent(
 
 def test_sigkill_mid_save_keeps_every_acknowledged_batch_whole(tmp_path):
     db = tmp_path / "crash.duckdb"
-    child = subprocess.Popen([sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True)
-    acked = -1
-    while acked < 30:
-        line = child.stdout.readline()
-        assert line, "the writer died on its own"
-        acked = int(line)
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
+    acked = kill_after_acks(WRITER, db, 30)
 
     memory = Memory(storage=DuckDBStorage(db), embedder=HashEmbedder(dim=16),
                     options={"semantic_recall": {"scope": "thread", "top_k": 1, "message_range": 0}})

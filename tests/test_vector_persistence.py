@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 
+from conftest import kill_after_acks
 from threadrecall import _core
 from threadrecall.storage.connection import Database
 from threadrecall.vector import HnswVectorStore
@@ -120,16 +117,7 @@ CHILD = textwrap.dedent(
 
 def test_sigkill_mid_upsert_loses_no_acknowledged_vector(tmp_path):
     db = tmp_path / "crash.duckdb"
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(db)], stdout=subprocess.PIPE, text=True
-    )
-    acked = -1
-    while acked < 40:
-        line = child.stdout.readline()
-        assert line, "the writer died on its own"
-        acked = int(line)
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
+    acked = kill_after_acks(CHILD, db, 40)
     with HnswVectorStore(db) as store:
         count = store.describe_index("docs").count
         assert count % 10 == 0, "a batch landed half-written"
