@@ -282,22 +282,14 @@ impl Graph {
             return Vec::new();
         }
         let metric = self.params.metric;
-        let bounds: Vec<f32> = coarse
-            .iter()
-            .map(|c| self.codes.bound(metric, q, c.slot as usize))
-            .collect();
-        let mut uppers: Vec<f32> = coarse
-            .iter()
-            .zip(&bounds)
-            .map(|(c, b)| c.dist + b)
-            .collect();
+        let bound = |c: &Near| self.codes.bound(metric, q, c.slot as usize);
+        let mut uppers: Vec<f32> = coarse.iter().map(|c| c.dist + bound(c)).collect();
         let kth = k.min(uppers.len()) - 1;
         let cut = *uppers.select_nth_unstable_by(kth, |a, b| a.total_cmp(b)).1;
         let mut shortlist: Vec<Near> = coarse
             .iter()
-            .zip(&bounds)
-            .map(|(c, b)| Near {
-                dist: c.dist - b,
+            .map(|c| Near {
+                dist: c.dist - bound(c),
                 slot: c.slot,
             })
             .filter(|lower| lower.dist <= cut)
