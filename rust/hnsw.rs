@@ -781,9 +781,10 @@ struct Codes {
     scales: Vec<f32>,
     /// `|v̂|²`, for Euclidean distances.
     norms: Vec<f32>,
-    /// `|v - v̂|`: by Cauchy-Schwarz, `|q·v - q·v̂| <= |q| * residual`.
+    /// `|v - v̂| + ROUNDING |v̂|`: by Cauchy-Schwarz `|q·v - q·v̂| <= |q| |v - v̂|`, and float
+    /// rounding of a dot product grows with `|q| |v̂|`.
     residuals: Vec<f32>,
-    /// `||v|² - |v̂|²|`, the rest of a Euclidean distance's error.
+    /// `||v|² - |v̂|²| + ROUNDING |v̂|²`, the rest of a Euclidean distance's error.
     norm_gaps: Vec<f32>,
 }
 
@@ -828,8 +829,11 @@ impl Codes {
         }
         self.scales.push(scale);
         self.norms.push(norm as f32);
-        self.residuals.push(residual.sqrt() as f32);
-        self.norm_gaps.push((exact_norm - norm).abs() as f32);
+        let rounding = ROUNDING as f64;
+        self.residuals
+            .push((residual.sqrt() + rounding * norm.sqrt()) as f32);
+        self.norm_gaps
+            .push(((exact_norm - norm).abs() + rounding * norm) as f32);
     }
 
     #[inline]
@@ -846,19 +850,17 @@ impl Codes {
         }
     }
 
-    /// How far [`Codes::distance`] can be from the float distance, float rounding (of both,
-    /// which grows with the sizes of the terms summed, `|q| |v|`) included.
+    /// How far [`Codes::distance`] can be from the float distance, float rounding included
+    /// (the per-vector part of it is folded into `residuals` and `norm_gaps`).
     #[inline]
     fn bound(&self, metric: Metric, q: &Query, slot: usize) -> f32 {
-        let terms = q.norm * self.norms[slot].sqrt();
         match metric {
             Metric::Euclidean => {
-                let size = q.norm * q.norm + self.norms[slot] + 2.0 * terms;
-                2.0 * q.norm * self.residuals[slot] + self.norm_gaps[slot] + ROUNDING * (1.0 + size)
+                2.0 * q.norm * self.residuals[slot]
+                    + self.norm_gaps[slot]
+                    + ROUNDING * (1.0 + q.norm * q.norm)
             }
-            Metric::Cosine | Metric::DotProduct => {
-                q.norm * self.residuals[slot] + ROUNDING * (1.0 + terms)
-            }
+            Metric::Cosine | Metric::DotProduct => q.norm * self.residuals[slot] + ROUNDING,
         }
     }
 }
