@@ -295,13 +295,17 @@ impl Graph {
             .filter(|lower| lower.dist <= cut)
             .collect();
         shortlist.sort_unstable();
+        // Float vectors are scattered and several lines long: keep a few whole ones loading.
+        for ahead in shortlist.iter().take(RERANK_PREFETCH) {
+            prefetch_lines(self.vector(ahead.slot), usize::MAX);
+        }
         let mut heap: BinaryHeap<Near> = BinaryHeap::with_capacity(k + 1);
         for (i, lower) in shortlist.iter().enumerate() {
             if heap.len() == k && heap.peek().is_some_and(|w| lower.dist > w.dist) {
                 break;
             }
             if let Some(ahead) = shortlist.get(i + RERANK_PREFETCH) {
-                prefetch(self.vector(ahead.slot));
+                prefetch_lines(self.vector(ahead.slot), usize::MAX);
             }
             let near = Near {
                 dist: self.dist(q.v, lower.slot),
@@ -891,16 +895,22 @@ const PREFETCH_LINES: usize = 6;
 
 #[inline(always)]
 fn prefetch<T>(v: &[T]) {
+    prefetch_lines(v, PREFETCH_LINES);
+}
+
+/// Requests the first `max_lines` cache lines of `v`.
+#[inline(always)]
+pub(crate) fn prefetch_lines<T>(v: &[T], max_lines: usize) {
     #[cfg(target_arch = "x86_64")]
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let lines = std::mem::size_of_val(v).div_ceil(64).min(PREFETCH_LINES);
+        let lines = std::mem::size_of_val(v).div_ceil(64).min(max_lines);
         for line in 0..lines {
             _mm_prefetch((v.as_ptr() as *const i8).add(line * 64), _MM_HINT_T0);
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = v;
+    let _ = (v, max_lines);
 }
 
 #[cfg(test)]

@@ -293,6 +293,10 @@ impl VectorIndex {
 
     fn hits(&self, found: Vec<Near>) -> Vec<Hit> {
         let metric = self.metric();
+        // Each id lives in its own allocation: start loading them all before copying any.
+        for n in &found {
+            crate::hnsw::prefetch_lines(self.ids[n.slot as usize].as_bytes(), 1);
+        }
         found
             .into_iter()
             .map(|n| Hit {
