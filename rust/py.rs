@@ -555,8 +555,8 @@ impl PyVectorIndex {
 
     /// Links up to `max_count` (default: all) waiting vectors into the graph, oldest first;
     /// returns how many were linked. Each is planned under the read lock, beside searches,
-    /// and written under the write lock, held only to copy a few link lists. It stops early,
-    /// between two vectors, when a writer waits for the index, so linking never delays a write.
+    /// and written under the write lock, held only to copy a few link lists. A writer waiting
+    /// for the index goes first, between two vectors, so linking never delays a write.
     #[pyo3(signature = (max_count=None))]
     fn link_pending(&self, py: Python<'_>, max_count: Option<i64>) -> PyResult<usize> {
         let max_count = max_count
@@ -566,7 +566,11 @@ impl PyVectorIndex {
         let lock = &self.inner;
         Ok(py.detach(|| {
             let mut linked = 0;
-            while linked < max_count && self.writers.load(Ordering::SeqCst) == 0 {
+            while linked < max_count {
+                if self.writers.load(Ordering::SeqCst) > 0 {
+                    std::thread::yield_now(); // until it holds the lock; then reads queue behind it
+                    continue;
+                }
                 let plan = lock
                     .read()
                     .unwrap_or_else(PoisonError::into_inner)

@@ -191,11 +191,13 @@ def test_linker_saves_a_lagging_index_file_when_idle_and_writers_never_do(tmp_pa
     loaded = store._load("docs")  # a new index writes its (empty) file at once
     saves = []
     save = store._save
-    monkeypatch.setattr(store, "_save", lambda name, loaded: (saves.append(threading.current_thread().name),
-                                                                 save(name, loaded)))
+    monkeypatch.setattr(store, "_save", lambda name, loaded: (
+        saves.append((threading.current_thread().name, loaded.index.pending)), save(name, loaded)))
     fill(store, data)
     assert wait_for(lambda: loaded.index.pending == 0 and saves)
-    assert set(saves) == {"threadrecall-linker"}  # never the writing thread
+    # never the writing thread, and only once the backlog is linked (a write arriving
+    # mid-chunk is not idleness)
+    assert set(saves) == {("threadrecall-linker", 0)}
     saved, generation = VectorIndex.load(str(store.index_path("docs")))
     assert len(saved) == 2000 and generation == loaded.generation
     store.close()

@@ -527,8 +527,8 @@ class HnswVectorStore:
             self._info(name)
             indexes = [self._load(name).index]
         for index in indexes:
-            while index.pending:  # a chunk ends early when a write comes in
-                index.link_pending(LINK_CHUNK)
+            while index.link_pending(LINK_CHUNK):
+                pass
 
     def flush(self) -> None:
         """Save every index whose file lags behind the database or the linking (vectors
