@@ -819,10 +819,12 @@ impl Codes {
         let scale = if top > 0.0 { top / 127.0 } else { 0.0 };
         let inv = if top > 0.0 { 127.0 / top } else { 0.0 };
         let start = self.codes.len();
-        self.codes.extend(
-            v.iter()
-                .map(|x| (x * inv).round().clamp(-127.0, 127.0) as i8),
-        );
+        // Rounded half away from zero by hand: `f32::round` is a library call per element,
+        // this vectorises.
+        self.codes.extend(v.iter().map(|x| {
+            let y = (x * inv).clamp(-127.0, 127.0);
+            (y + 0.5f32.copysign(y)) as i8
+        }));
         let c = &self.codes[start..];
         let (mut norm, mut exact_norm, mut residual) = (0.0f64, 0.0f64, 0.0f64);
         for (&x, &code) in v.iter().zip(c) {

@@ -173,9 +173,8 @@ impl VectorIndex {
         let mut order: Vec<usize> = (0..ids.len())
             .filter(|&i| last[ids[i].as_str()] == i)
             .collect();
-        order.sort_by(|&a, &b| {
-            planner::locality_key(&records[a]).cmp(&planner::locality_key(&records[b]))
-        });
+        let keys: Vec<_> = records.iter().map(planner::locality_key).collect();
+        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
         self.graph.reserve(order.len());
         self.ids.reserve(order.len());
         self.records.reserve(order.len());

@@ -191,8 +191,13 @@ def test_linker_saves_a_lagging_index_file_when_idle_and_writers_never_do(tmp_pa
     loaded = store._load("docs")  # a new index writes its (empty) file at once
     saves = []
     save = store._save
-    monkeypatch.setattr(store, "_save", lambda name, loaded: (
-        saves.append((threading.current_thread().name, loaded.index.pending)), save(name, loaded)))
+
+    def recorded_save(name, loaded):
+        pending = loaded.index.pending
+        save(name, loaded)
+        saves.append((threading.current_thread().name, pending))  # once the file is written
+
+    monkeypatch.setattr(store, "_save", recorded_save)
     fill(store, data)
     assert wait_for(lambda: loaded.index.pending == 0 and saves)
     # never the writing thread, and only once the backlog is linked (a write arriving
