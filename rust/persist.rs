@@ -22,7 +22,11 @@ pub const FORMAT_VERSION: u32 = 2;
 
 /// Writes `index` to `path` atomically, tagged with the database `generation` it reflects.
 pub fn save(index: &VectorIndex, path: &Path, generation: u64) -> Result<()> {
-    let bytes = encode(index, generation);
+    write(path, &encode(index, generation))
+}
+
+/// Writes encoded bytes to `path` atomically: to a temporary file, synced, then renamed.
+pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension(format!(
         "{}tmp",
         path.extension()
@@ -31,7 +35,7 @@ pub fn save(index: &VectorIndex, path: &Path, generation: u64) -> Result<()> {
     ));
     let io = |e: std::io::Error| CoreError::Io(format!("cannot write {}: {e}", path.display()));
     let mut file = fs::File::create(&tmp).map_err(io)?;
-    file.write_all(&bytes).map_err(io)?;
+    file.write_all(bytes).map_err(io)?;
     file.sync_all().map_err(io)?;
     drop(file);
     fs::rename(&tmp, path).map_err(io)?;
@@ -46,7 +50,9 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64)> {
     decode(&bytes)
 }
 
-fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
+/// The file's bytes for `index` tagged with `generation`: a copy, so writing it to disk needs
+/// no hold on the index.
+pub fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
     let g = &index.graph;
     let p = g.params();
     let mut w = Writer(Vec::with_capacity(
@@ -63,11 +69,9 @@ fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
     w.u64(g.slots() as u64);
     w.u64(generation);
     w.u32(g.entry);
-    g.vectors
-        .iter()
-        .for_each(|x| w.0.extend_from_slice(&x.to_le_bytes()));
+    w.f32s(&g.vectors);
     w.0.extend_from_slice(&g.levels);
-    g.links0.iter().for_each(|&x| w.u32(x));
+    w.u32s(&g.links0);
     g.upper
         .iter()
         .flat_map(|u| u.iter())
@@ -178,6 +182,28 @@ impl Writer {
     }
     fn u64(&mut self, x: u64) {
         self.0.extend_from_slice(&x.to_le_bytes());
+    }
+    /// Little-endian floats: one copy on a little-endian machine.
+    fn f32s(&mut self, xs: &[f32]) {
+        if cfg!(target_endian = "little") {
+            // SAFETY: any f32 is four initialised bytes, and u8 needs no alignment.
+            let bytes =
+                unsafe { std::slice::from_raw_parts(xs.as_ptr().cast::<u8>(), xs.len() * 4) };
+            self.0.extend_from_slice(bytes);
+        } else {
+            xs.iter()
+                .for_each(|x| self.0.extend_from_slice(&x.to_le_bytes()));
+        }
+    }
+    fn u32s(&mut self, xs: &[u32]) {
+        if cfg!(target_endian = "little") {
+            // SAFETY: as for `f32s`.
+            let bytes =
+                unsafe { std::slice::from_raw_parts(xs.as_ptr().cast::<u8>(), xs.len() * 4) };
+            self.0.extend_from_slice(bytes);
+        } else {
+            xs.iter().for_each(|&x| self.u32(x));
+        }
     }
     fn str(&mut self, s: &str) {
         self.u32(s.len() as u32);

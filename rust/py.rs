@@ -675,8 +675,13 @@ impl PyVectorIndex {
     }
 
     /// Writes the index atomically to `path`, tagged with the database `generation`.
-    fn save(&self, py: Python<'_>, path: PathBuf, generation: u64) -> PyResult<()> {
-        Ok(self.read(py, |ix| persist::save(ix, &path, generation))?)
+    /// The index is held only while it is copied, not while the file is written. Returns how
+    /// many vectors the file holds as waiting to be linked.
+    fn save(&self, py: Python<'_>, path: PathBuf, generation: u64) -> PyResult<usize> {
+        let (bytes, pending) =
+            self.read(py, |ix| (persist::encode(ix, generation), ix.pending_len()));
+        py.detach(|| persist::write(&path, &bytes))?;
+        Ok(pending)
     }
 
     /// Reads an index file: returns `(index, generation)`; raises IndexCorruptError.

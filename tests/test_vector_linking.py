@@ -214,3 +214,71 @@ def test_without_a_linker_the_writer_saves_once_enough_changed(tmp_path, monkeyp
         fill(store, unit(9, 2000))  # seed 9: two batches of 1,000, so saved after the second
         saved, _ = VectorIndex.load(str(store.index_path("docs")))
         assert len(saved) == 2000
+
+
+class _HeldSave:
+    """An index whose ``save`` waits, once started, until the test lets it go on."""
+
+    def __init__(self, index: VectorIndex) -> None:
+        self._index = index
+        self.started, self.go_on = threading.Event(), threading.Event()
+
+    def save(self, path: str, generation: int) -> int:
+        self.started.set()
+        assert self.go_on.wait(30)
+        return self._index.save(path, generation)
+
+    def __getattr__(self, name: str):
+        return getattr(self._index, name)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, vector_id: str) -> bool:
+        return vector_id in self._index
+
+
+def test_writes_go_on_while_an_index_file_is_being_written(tmp_path, monkeypatch):
+    never, soon = 10**9, 1000
+    monkeypatch.setattr("threadrecall.vector.hnsw.SAVE_AFTER_CHANGES", never)
+    data = unit(12, 3000)  # seed 12
+    store = HnswVectorStore(tmp_path / "m.duckdb", background_linking=False)
+    fill(store, data[:2000])
+    loaded = store._load("docs")  # noqa: SLF001 - hold the save by hand
+    loaded.index = held = _HeldSave(loaded.index)
+    monkeypatch.setattr("threadrecall.vector.hnsw.SAVE_AFTER_CHANGES", soon)
+    saver = threading.Thread(target=store._save_due)  # noqa: SLF001 - what the idle linker runs
+    saver.start()
+    assert held.started.wait(30)
+    monkeypatch.setattr("threadrecall.vector.hnsw.SAVE_AFTER_CHANGES", never)  # the writer saves nothing
+    written = []
+    writer = threading.Thread(target=lambda: written.append(store.upsert(
+        "docs", data[2000:], ids=[f"v{i}" for i in range(2000, 3000)])))
+    writer.start()
+    writer.join(30)
+    done_during_save = not writer.is_alive()
+    held.go_on.set()
+    saver.join()
+    writer.join()
+    assert done_during_save and len(written[0]) == 1000
+    path = store.index_path("docs")
+    _, generation = VectorIndex.load(str(path))
+    assert generation < loaded.generation  # tagged as of the save's start; it may hold more
+    early = path.read_bytes()
+    store.close()
+    path.write_bytes(early)  # reopen from that file: the catch-up replays what it already holds
+    with HnswVectorStore(tmp_path / "m.duckdb", background_linking=False) as store:
+        assert store.describe_index("docs").count == 3000
+        assert [store.query("docs", data[i], top_k=1)[0].id for i in (5, 2500)] == ["v5", "v2500"]
+        assert len(store._load("docs").index) == 3000  # noqa: SLF001 - no vector twice
+
+
+def test_a_save_that_ends_after_its_index_is_deleted_leaves_no_file(tmp_path):
+    store = HnswVectorStore(tmp_path / "m.duckdb", background_linking=False)
+    fill(store, unit(13, 500))  # seed 13
+    loaded = store._load("docs")  # noqa: SLF001
+    path = store.index_path("docs")
+    store.delete_index("docs")
+    store._save("docs", loaded)  # noqa: SLF001 - a save that was under way
+    assert not path.exists() and not list(tmp_path.glob("*.part"))
+    store.close()

@@ -536,9 +536,9 @@ class HnswVectorStore:
         if self.db.in_memory:
             return
         with self._lock:
-            for name, loaded in self._loaded.items():
-                if loaded.stale:
-                    self._save(name, loaded)
+            stale = [(name, loaded) for name, loaded in self._loaded.items() if loaded.stale]
+        for name, loaded in stale:
+            self._save(name, loaded)
 
     def close(self) -> None:
         """Stop the background linker, save the index files, and close the database if this
@@ -610,22 +610,41 @@ class HnswVectorStore:
             self._save_if_due(name, loaded)
 
     def _save_due(self) -> None:
-        """Save the index files that lag by enough changes (the linker calls this when idle)."""
+        """Save the index files that lag by enough changes (the linker calls this when idle,
+        holding no lock, so writes go on while a file is written)."""
         with self._lock:
-            for name, loaded in list(self._loaded.items()):
-                self._save_if_due(name, loaded)
-
-    def _save_if_due(self, name: str, loaded: _Loaded) -> None:
-        due = max(SAVE_AFTER_CHANGES, int(len(loaded.index) * SAVE_AFTER_FRACTION))
-        if loaded.changes >= due and not self.db.in_memory:
+            due = [(name, loaded) for name, loaded in self._loaded.items() if self._is_due(loaded)]
+        for name, loaded in due:
             self._save(name, loaded)
 
+    def _save_if_due(self, name: str, loaded: _Loaded) -> None:
+        if self._is_due(loaded):
+            self._save(name, loaded)
+
+    def _is_due(self, loaded: _Loaded) -> bool:
+        due = max(SAVE_AFTER_CHANGES, int(len(loaded.index) * SAVE_AFTER_FRACTION))
+        return loaded.changes >= due and not self.db.in_memory
+
     def _save(self, name: str, loaded: _Loaded) -> None:
+        """Write the index file of ``name``. The lock is held only to read and then record
+        the state saved, and to put the file in place: never while the file is written."""
         path = self.index_path(name)
         if path is None:
             return
-        loaded.index.save(str(path), loaded.generation)
-        loaded.saved, loaded.saved_pending, loaded.changes = loaded.generation, loaded.index.pending, 0
+        with self._lock:
+            generation, changes = loaded.generation, loaded.changes
+        # The graph is copied after the generation is read, so the file holds at least what
+        # its tag says (a catch-up replays the rest harmlessly), never less.
+        part = path.with_name(f"{path.name}.{threading.get_ident()}.part")
+        pending = loaded.index.save(str(part), generation)
+        with self._lock:
+            newer = loaded.saved is not None and loaded.saved > generation
+            if self._loaded.get(name) is not loaded or newer:  # deleted, or a newer save landed meanwhile
+                part.unlink(missing_ok=True)
+                return
+            os.replace(part, path)
+            loaded.saved, loaded.saved_pending = generation, pending
+            loaded.changes -= changes
 
     def _forget(self, name: str) -> None:
         with self._lock:
@@ -644,6 +663,8 @@ class HnswVectorStore:
             if loaded is not None:
                 return loaded
             loaded = self._loaded[name] = self._open(name)
+            if loaded.saved is None:  # rebuilt: its file is written at once
+                self._save(name, loaded)
         self._wake_linker()  # a loaded file or a rebuild may bring vectors to link
         return loaded
 
@@ -667,8 +688,6 @@ class HnswVectorStore:
                 return loaded
         loaded = _Loaded(self._new_index(dimension, metric), 0, None)
         self._catch_up(name, loaded, generation)
-        if path is not None:
-            self._save(name, loaded)
         return loaded
 
     def _new_index(self, dimension: int, metric: str) -> _core.VectorIndex:
