@@ -19,6 +19,12 @@ from ..errors import ConfigurationError
 
 __all__ = ["Database"]
 
+# Write-ahead log size that triggers a checkpoint. DuckDB's 16 MB default checkpoints every few
+# batches of messages and rewrites the same partly filled row groups each time; 128 MB writes
+# them a few times less (about 7 % less work for a 100k-message import) at the cost of up to
+# 128 MB of log to replay when a database is reopened after a crash.
+CHECKPOINT_THRESHOLD = "128MB"
+
 
 class Database:
     """A DuckDB database file (or ``:memory:``) with serialised write transactions."""
@@ -28,7 +34,7 @@ class Database:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._conn = duckdb.connect(self.path)
+            self._conn = duckdb.connect(self.path, config={"checkpoint_threshold": CHECKPOINT_THRESHOLD})
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
                 raise ConfigurationError(
