@@ -130,6 +130,23 @@ fn record_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Record> {
     Ok(record)
 }
 
+/// Parses JSON metadata texts without the GIL.
+fn inputs_from_json(py: Python<'_>, texts: &[String]) -> PyResult<Vec<Input>> {
+    Ok(py.detach(|| {
+        texts
+            .iter()
+            .map(|t| Input::from_json(t))
+            .collect::<crate::Result<Vec<_>>>()
+            .map_err(|_| {
+                CoreError::InvalidArgument("metadata_json holds a text that is not JSON".into())
+            })
+    })?)
+}
+
+fn one_metadata_form() -> PyErr {
+    CoreError::InvalidArgument("give exactly one of metadata and metadata_json".into()).into()
+}
+
 /// Checks recall's `filter.metadata`; raises InvalidFilterError or FilterTypeError.
 #[pyfunction]
 fn validate_metadata_filter(obj: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -239,8 +256,10 @@ impl PyTimeline {
         self.read(py, Timeline::len)
     }
 
-    /// Inserts or replaces messages by id; all lists must have the same length.
+    /// Inserts or replaces messages by id; all lists must have the same length. Metadata as
+    /// dicts (or None), or as JSON texts in `metadata_json` (parsed without the GIL).
     #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (ids, thread_ids, resource_ids, created_at, seqs, metadata, payloads, *, metadata_json=None))]
     fn upsert(
         &self,
         py: Python<'_>,
@@ -249,16 +268,25 @@ impl PyTimeline {
         mut resource_ids: Vec<Option<String>>,
         created_at: Vec<i64>,
         seqs: Vec<i64>,
-        metadata: Vec<Bound<'_, PyAny>>,
+        metadata: Option<Vec<Bound<'_, PyAny>>>,
         mut payloads: Vec<String>,
+        metadata_json: Option<Vec<String>>,
     ) -> PyResult<()> {
         let n = ids.len();
+        let mut records: Vec<Record> = match (metadata, metadata_json) {
+            (Some(dicts), None) => dicts.iter().map(record_from_py).collect::<PyResult<_>>()?,
+            (None, Some(texts)) => inputs_from_json(py, &texts)?
+                .into_iter()
+                .map(Record::from_input)
+                .collect(),
+            _ => return Err(one_metadata_form()),
+        };
         let lengths = [
             thread_ids.len(),
             resource_ids.len(),
             created_at.len(),
             seqs.len(),
-            metadata.len(),
+            records.len(),
             payloads.len(),
         ];
         if lengths.iter().any(|&len| len != n) {
@@ -273,7 +301,7 @@ impl PyTimeline {
                 resource_id: resource_ids[i].take(),
                 created_at: created_at[i],
                 seq: non_negative("seq", seqs[i])? as u64,
-                metadata: record_from_py(&metadata[i])?,
+                metadata: std::mem::take(&mut records[i]),
                 payload: std::mem::take(&mut payloads[i]).into(),
             });
         }
@@ -528,21 +556,8 @@ impl PyVectorIndex {
                 .iter()
                 .map(input_from_py)
                 .collect::<PyResult<Vec<_>>>()?,
-            (None, Some(texts)) => py.detach(|| {
-                texts
-                    .iter()
-                    .map(|t| Input::from_json(t))
-                    .collect::<crate::Result<Vec<_>>>()
-                    .map_err(|_| {
-                        CoreError::InvalidArgument(
-                            "metadata_json holds a text that is not JSON".into(),
-                        )
-                    })
-            })?,
-            _ => {
-                let text = "give exactly one of metadata and metadata_json";
-                return Err(CoreError::InvalidArgument(text.into()).into());
-            }
+            (None, Some(texts)) => inputs_from_json(py, &texts)?,
+            _ => return Err(one_metadata_form()),
         };
         Ok(self.write(py, |ix| {
             ix.add(ids, flat, metadata)?;

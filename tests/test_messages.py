@@ -146,6 +146,23 @@ def test_reopening_a_file_gives_everything_back(tmp_path):
     assert [t.id for t in second.list_threads().threads] == ["t1"]
 
 
+@pytest.mark.parametrize("odd", [None, float("nan")], ids=["json", "nan"])
+def test_a_reopened_store_filters_metadata_as_before(tmp_path, odd):
+    """Reopening rebuilds the in-memory mirror from the stored JSON (NaN, which only Python's
+    JSON reads, takes the slow path); metadata filters answer as before."""
+    path = tmp_path / "m.duckdb"
+    first = Memory(storage=DuckDBStorage(path))
+    seed(first, "t1", 12, metadata=lambda i: {"n": i, "even": i % 2 == 0, "tag": f"k{i % 3}",
+                                             "ratio": i / 4, "nested": {"a": i}, "odd": odd})
+    filters = [{"n": 3}, {"even": True}, {"tag": "k1"}, {"ratio": 0.5}, {"tag": "k2", "even": False}]
+    before = [first.recall("t1", per_page=False, filter={"metadata": f}).messages for f in filters]
+    first.storage.close()
+    second = Memory(storage=DuckDBStorage(path))
+    after = [second.recall("t1", per_page=False, filter={"metadata": f}).messages for f in filters]
+    assert [len(m) for m in before] == [1, 6, 4, 1, 2]
+    assert [[m.id for m in ms] for ms in after] == [[m.id for m in ms] for ms in before]
+
+
 def test_ties_keep_insertion_order(memory):
     memory.create_thread("r1", thread_id="t1")
     memory.save_messages([{"id": f"m{i}", "thread_id": "t1", "role": "user", "content": str(i),

@@ -431,11 +431,12 @@ class DuckDBStorage:
         ).to_arrow_reader(batch)
         for chunk in reader:
             cols = chunk.to_pydict()
-            self.timeline.upsert(
-                cols["id"], cols["thread_id"], cols["resource_id"],
-                cols[chunk.schema.names[3]], cols["seq"],
-                [json.loads(m) for m in cols["metadata"]], cols[chunk.schema.names[6]],
-            )
+            rows = (cols["id"], cols["thread_id"], cols["resource_id"], cols[chunk.schema.names[3]], cols["seq"])
+            payloads = cols[chunk.schema.names[6]]
+            try:  # the stored JSON texts, parsed in the core
+                self.timeline.upsert(*rows, None, payloads, metadata_json=cols["metadata"])
+            except InvalidArgumentError:  # NaN or infinities, which only Python's JSON reads
+                self.timeline.upsert(*rows, [json.loads(m) for m in cols["metadata"]], payloads)
 
 
 def _message_table(messages: Sequence[Message], seqs: Sequence[int], contents: list[str],
