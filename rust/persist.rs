@@ -69,9 +69,9 @@ pub fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
     w.u64(g.slots() as u64);
     w.u64(generation);
     w.u32(g.entry);
-    w.f32s(&g.vectors);
+    w.words(&g.vectors);
     w.0.extend_from_slice(&g.levels);
-    w.u32s(&g.links0);
+    w.words(&g.links0);
     g.upper
         .iter()
         .flat_map(|u| u.iter())
@@ -176,6 +176,23 @@ fn checksum(bytes: &[u8]) -> u64 {
 
 struct Writer(Vec<u8>);
 
+/// A plain four-byte value the file stores as is.
+trait Word: Copy {
+    fn le(self) -> [u8; 4];
+}
+
+impl Word for f32 {
+    fn le(self) -> [u8; 4] {
+        self.to_le_bytes()
+    }
+}
+
+impl Word for u32 {
+    fn le(self) -> [u8; 4] {
+        self.to_le_bytes()
+    }
+}
+
 impl Writer {
     fn u32(&mut self, x: u32) {
         self.0.extend_from_slice(&x.to_le_bytes());
@@ -183,26 +200,16 @@ impl Writer {
     fn u64(&mut self, x: u64) {
         self.0.extend_from_slice(&x.to_le_bytes());
     }
-    /// Little-endian floats: one copy on a little-endian machine.
-    fn f32s(&mut self, xs: &[f32]) {
+    /// Four-byte words, little-endian: one copy on a little-endian machine.
+    fn words<T: Word>(&mut self, xs: &[T]) {
         if cfg!(target_endian = "little") {
-            // SAFETY: any f32 is four initialised bytes, and u8 needs no alignment.
-            let bytes =
-                unsafe { std::slice::from_raw_parts(xs.as_ptr().cast::<u8>(), xs.len() * 4) };
+            // SAFETY: `Word` is only f32 and u32, four initialised bytes each; u8 needs no alignment.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(xs.as_ptr().cast::<u8>(), std::mem::size_of_val(xs))
+            };
             self.0.extend_from_slice(bytes);
         } else {
-            xs.iter()
-                .for_each(|x| self.0.extend_from_slice(&x.to_le_bytes()));
-        }
-    }
-    fn u32s(&mut self, xs: &[u32]) {
-        if cfg!(target_endian = "little") {
-            // SAFETY: as for `f32s`.
-            let bytes =
-                unsafe { std::slice::from_raw_parts(xs.as_ptr().cast::<u8>(), xs.len() * 4) };
-            self.0.extend_from_slice(bytes);
-        } else {
-            xs.iter().for_each(|&x| self.u32(x));
+            xs.iter().for_each(|&x| self.0.extend_from_slice(&x.le()));
         }
     }
     fn str(&mut self, s: &str) {
