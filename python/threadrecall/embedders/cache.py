@@ -147,6 +147,8 @@ class CachedEmbedder:
                     self._entries.popitem(last=False)
         if not items:
             return np.empty((0, dim), dtype=np.float32)
+        if fresh is not None and len(missing) == len(items):  # every text new and distinct
+            return fresh
         return np.stack([found[key] for key in keys]).astype(np.float32, copy=False)
 
 
