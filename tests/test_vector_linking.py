@@ -282,3 +282,31 @@ def test_a_save_that_ends_after_its_index_is_deleted_leaves_no_file(tmp_path):
     store._save("docs", loaded)  # noqa: SLF001 - a save that was under way
     assert not path.exists() and not list(tmp_path.glob("*.part"))
     store.close()
+
+
+def test_a_failed_save_is_logged_and_linking_goes_on(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr("threadrecall.vector.hnsw.SAVE_AFTER_CHANGES", 500)
+    monkeypatch.setattr("threadrecall.vector.hnsw.LINK_IDLE_WAIT", 0.05)  # retry soon
+    data = unit(14, 2000)  # seed 14
+    store = HnswVectorStore(tmp_path / "m.duckdb")
+    store.create_index("docs", DIM)
+    loaded = store._load("docs")  # noqa: SLF001
+    save, failures = store._save, []
+
+    def failing_once(name, loaded):
+        if not failures:
+            failures.append(name)
+            raise OSError("No space left on device")
+        save(name, loaded)
+
+    monkeypatch.setattr(store, "_save", failing_once)
+    with caplog.at_level("WARNING", logger="threadrecall.vector.hnsw"):
+        fill(store, data[:1000])
+        assert wait_for(lambda: failures and loaded.index.pending == 0)
+        assert len(store.upsert("docs", data[1000:], ids=[f"v{i}" for i in range(1000, 2000)])) == 1000
+        # the linker survived: the new vectors are linked, and the retried save lands
+        assert wait_for(lambda: loaded.index.pending == 0 and not loaded.stale)
+    assert "saving an index file failed: No space left on device" in caplog.text
+    saved, _ = VectorIndex.load(str(store.index_path("docs")))
+    assert len(saved) == 2000
+    store.close()

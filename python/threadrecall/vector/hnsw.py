@@ -21,6 +21,7 @@ import asyncio
 import functools
 import itertools
 import json
+import logging
 import os
 import re
 import sys
@@ -45,6 +46,8 @@ from ..storage.connection import Database
 from ..types import IndexStats, QueryResult, dumps
 
 __all__ = ["HnswVectorStore"]
+
+log = logging.getLogger(__name__)
 
 METRICS = ("cosine", "euclidean", "dotproduct")
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]{0,62}$")
@@ -241,7 +244,10 @@ class _Linker:
                     return
                 linked += loaded.index.link_pending(LINK_CHUNK)
             if not linked:
-                self._on_idle()
+                try:
+                    self._on_idle()
+                except Exception as exc:  # e.g. a full disk: retried when next idle, linking goes on
+                    log.warning("saving an index file failed: %s", exc)
                 self._wake.wait(LINK_IDLE_WAIT)
 
 
