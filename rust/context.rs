@@ -399,31 +399,53 @@ impl Timeline {
         entrants: Option<&HashSet<&str>>,
     ) -> Vec<(&'a str, f64)> {
         let scored: HashMap<&str, f64> = scores.iter().copied().collect();
-        let ids: Vec<&str> = scores.iter().map(|(id, _)| *id).collect();
-        let mut pairs = self.adjacent(&ids, resource_id);
-        let mut seen: HashSet<&str> = HashSet::new();
-        let newcomers: Vec<&str> = pairs
-            .iter()
-            .flat_map(|(a, b)| [*a, *b])
-            .flatten()
-            .filter(|n| !scored.contains_key(n) && entrants.is_none_or(|e| e.contains(n)))
-            .filter(|n| seen.insert(n))
-            .collect();
-        pairs.extend(self.adjacent(&newcomers, resource_id));
         let score = |id: &str| scored.get(id).copied().unwrap_or(0.0);
-        ids.into_iter()
-            .chain(newcomers)
-            .zip(pairs)
-            .map(|(id, (a, b))| {
-                let best = [a, b]
-                    .into_iter()
-                    .flatten()
-                    .map(score)
-                    .reduce(f64::max)
-                    .unwrap_or(0.0);
-                (id, score(id) + weight * best)
+        let best = |a: Option<&str>, b: Option<&str>| {
+            [a, b]
+                .into_iter()
+                .flatten()
+                .map(score)
+                .reduce(f64::max)
+                .unwrap_or(0.0)
+        };
+        // Two messages each side of every scored one: the nearer are its neighbours, and a
+        // farther one is the other neighbour of a nearer one met as a newcomer. One lookup
+        // per scored message, none per newcomer.
+        let scope = self.scope(resource_id);
+        let id_of = |k: Key| &*self.slot(k.2).id;
+        let sides: Vec<[Option<&str>; 4]> = scores
+            .iter()
+            .map(
+                |(id, _)| match scope.and_then(|scope| self.around(id, scope)) {
+                    Some((_, mut earlier, mut later)) => {
+                        let (before, after) = (earlier.next(), later.next());
+                        let (far_before, far_after) = (earlier.next(), later.next());
+                        [far_before, before, after, far_after].map(|k| k.map(id_of))
+                    }
+                    None => [None; 4],
+                },
+            )
+            .collect();
+        let mut out: Vec<(&str, f64)> = scores
+            .iter()
+            .zip(&sides)
+            .map(|(&(id, _), [_, before, after, _])| {
+                (id, score(id) + weight * best(*before, *after))
             })
-            .collect()
+            .collect();
+        let mut seen: HashSet<&str> = HashSet::new();
+        for (&(id, _), [far_before, before, after, far_after]) in scores.iter().zip(&sides) {
+            for (newcomer, far) in [(before, far_before), (after, far_after)] {
+                let Some(newcomer) = *newcomer else { continue };
+                if !scored.contains_key(newcomer)
+                    && entrants.is_none_or(|e| e.contains(newcomer))
+                    && seen.insert(newcomer)
+                {
+                    out.push((newcomer, weight * best(Some(id), *far)));
+                }
+            }
+        }
+        out
     }
 
     /// `Some(None)` for every resource, `Some(Some(r))` for a known one, `None` for an unknown
@@ -958,6 +980,37 @@ mod tests {
         t
     }
 
+    /// `Timeline::smooth` by its definition: each id's neighbours looked up on their own.
+    fn smooth_by_definition<'a>(
+        t: &'a Timeline,
+        scores: &[(&'a str, f64)],
+        resource_id: Option<&str>,
+        weight: f64,
+        entrants: Option<&HashSet<&str>>,
+    ) -> Vec<(&'a str, f64)> {
+        let scored: HashMap<&str, f64> = scores.iter().copied().collect();
+        let ids: Vec<&str> = scores.iter().map(|(id, _)| *id).collect();
+        let mut pairs = t.adjacent(&ids, resource_id);
+        let mut seen = HashSet::new();
+        let newcomers: Vec<&str> = pairs
+            .iter()
+            .flat_map(|(a, b)| [*a, *b])
+            .flatten()
+            .filter(|n| !scored.contains_key(n) && entrants.is_none_or(|e| e.contains(n)))
+            .filter(|n| seen.insert(*n))
+            .collect();
+        pairs.extend(t.adjacent(&newcomers, resource_id));
+        let score = |id: &str| scored.get(id).copied().unwrap_or(0.0);
+        ids.into_iter()
+            .chain(newcomers)
+            .zip(pairs)
+            .map(|(id, (a, b))| {
+                let best = [a, b].into_iter().flatten().map(score).reduce(f64::max);
+                (id, score(id) + weight * best.unwrap_or(0.0))
+            })
+            .collect()
+    }
+
     /// Indices of a thread's rows in (created_at, seq) order.
     fn naive_line(specs: &[Spec], thread: u8) -> Vec<usize> {
         let mut line: Vec<usize> = (0..specs.len())
@@ -969,6 +1022,24 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 1500, rng_seed: proptest::test_runner::RngSeed::Fixed(0xc0de), ..ProptestConfig::default() })]
+
+        #[test]
+        fn smooth_equals_its_definition(
+            specs in arb_rows(),
+            picks in prop::collection::vec((0usize..44, -2i32..5), 0..12),
+            resource in prop::option::of(0u8..3),
+            only in prop::option::of(prop::collection::vec(0usize..44, 0..10)),
+        ) {
+            let t = build(&specs);
+            let names: Vec<String> = (0..44).map(|i| format!("m{i}")).collect(); // some unknown
+            let scores: Vec<(&str, f64)> = picks.iter().map(|&(i, s)| (names[i].as_str(), s as f64)).collect();
+            let resource_name = resource.map(|r| format!("r{r}")); // r2 is unknown
+            let entrants: Option<HashSet<&str>> = only.map(|o| o.iter().map(|&i| names[i].as_str()).collect());
+            prop_assert_eq!(
+                t.smooth(&scores, resource_name.as_deref(), 0.5, entrants.as_ref()),
+                smooth_by_definition(&t, &scores, resource_name.as_deref(), 0.5, entrants.as_ref())
+            );
+        }
 
         #[test]
         fn page_equals_naive_filter_sort_slice(

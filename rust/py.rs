@@ -404,26 +404,41 @@ impl PyTimeline {
     }
 
     /// Each scored message's score plus `weight` times its best direct neighbour's, and the
-    /// same for its unscored neighbours (only those in `entrants`, when given).
+    /// same for its unscored neighbours (only those in `entrants`, when given); best first,
+    /// ties in the order given, then in the order the neighbours were met.
     #[pyo3(signature = (scores, weight, resource_id=None, entrants=None))]
-    fn smooth(
+    fn smooth<'py>(
         &self,
-        py: Python<'_>,
-        scores: Vec<(String, f64)>,
+        py: Python<'py>,
+        scores: Vec<(Bound<'py, PyString>, f64)>,
         weight: f64,
         resource_id: Option<&str>,
         entrants: Option<Vec<String>>,
-    ) -> Vec<(String, f64)> {
-        let scores: Vec<(&str, f64)> = scores.iter().map(|(id, s)| (id.as_str(), *s)).collect();
+    ) -> PyResult<Vec<(Bound<'py, PyString>, f64)>> {
+        let pairs: Vec<(&str, f64)> = scores
+            .iter()
+            .map(|(id, s)| Ok((id.to_str()?, *s)))
+            .collect::<PyResult<_>>()?;
         let entrants: Option<HashSet<&str>> = entrants
             .as_ref()
             .map(|e| e.iter().map(String::as_str).collect());
-        self.read(py, |t| {
-            t.smooth(&scores, resource_id, weight, entrants.as_ref())
-                .into_iter()
-                .map(|(id, s)| (id.to_owned(), s))
-                .collect()
-        })
+        // The scored ids come back first, in order: only their scores need carrying back, and
+        // the caller's strings are reused; the neighbours met are new.
+        let n = pairs.len();
+        let (smoothed, met): (Vec<f64>, Vec<(String, f64)>) = self.read(py, |t| {
+            let out = t.smooth(&pairs, resource_id, weight, entrants.as_ref());
+            let met = out[n..].iter().map(|&(id, s)| (id.to_owned(), s)).collect();
+            (out[..n].iter().map(|&(_, s)| s).collect(), met)
+        });
+        let met = met.into_iter().map(|(id, s)| (PyString::new(py, &id), s));
+        let mut ranked: Vec<_> = scores
+            .into_iter()
+            .zip(smoothed)
+            .map(|((id, _), s)| (id, s))
+            .chain(met)
+            .collect();
+        ranked.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal));
+        Ok(ranked)
     }
 
     /// For each id, the ids of the messages right before and after it in its thread.

@@ -85,12 +85,10 @@ def ranked_ids(semantic: Any, storage: DuckDBStorage, index: MessageIndex | None
     scores = lexical_scores(storage, query, depth, scope, flt)
     if semantic.mode == "hybrid":
         vector = _vector_scores(index, query, depth, scope, flt, semantic.threshold)
-        sides = [_with_neighbours(storage, side, resource_id, flt, SIDE_NEIGHBOUR_WEIGHT)
-                 for side in (scores, vector)]
-        rankings = [sorted(side, key=lambda i, side=side: -side[i]) for side in sides]
+        rankings = [list(_with_neighbours(storage, side, resource_id, flt, SIDE_NEIGHBOUR_WEIGHT))
+                    for side in (scores, vector)]
         scores = reciprocal_rank_fusion(rankings, [LEXICAL_WEIGHT, 1.0])
-    scores = _with_neighbours(storage, scores, resource_id, flt, NEIGHBOUR_WEIGHT)
-    return sorted(scores, key=lambda i: -scores[i])[:semantic.top_k]
+    return list(_with_neighbours(storage, scores, resource_id, flt, NEIGHBOUR_WEIGHT))[:semantic.top_k]
 
 
 def _vector_ids(index: MessageIndex | None, query: str, top_k: int, scope: Mapping[str, str],
@@ -111,8 +109,9 @@ def _vector_scores(index: MessageIndex | None, query: str, top_k: int, scope: Ma
 
 def _with_neighbours(storage: DuckDBStorage, scores: Mapping[str, float], resource_id: str | None,
                      flt: Mapping[str, Any] | None, weight: float) -> dict[str, float]:
-    """Each message's score plus ``weight`` times its best direct neighbour's; the
-    neighbours of scored messages are scored too (when they pass the filter)."""
+    """Each message's score plus ``weight`` times its best direct neighbour's, best first
+    (a stable order); the neighbours of scored messages are scored too (when they pass the
+    filter)."""
     timeline = storage.timeline
     entrants = None
     if flt:
