@@ -21,6 +21,9 @@
 //! frequencies corrected at once); dead postings are swept when they outnumber the live ones.
 
 use std::collections::{BTreeSet, HashMap};
+use std::hash::BuildHasherDefault;
+
+use rustc_hash::FxHasher;
 
 /// English function words that carry no topic (used when `stop_words` is on).
 const STOP_WORDS: &[&str] = &[
@@ -159,6 +162,47 @@ enum Walk {
 /// posting list is read in order, a document is a jump in memory and a search of its terms
 /// (measured: about 400 ns against 2 ns).
 const DOCUMENT_COST: usize = 200;
+
+/// A map keyed by document slot: slots are small numbers the index hands out, so a plain
+/// multiplicative hash spreads them (no key comes from outside).
+type SlotMap<V> = HashMap<u32, V, BuildHasherDefault<FxHasher>>;
+
+/// Each matching document's count of every query term, rows of one flat table.
+struct TermCounts {
+    width: usize,
+    rows: SlotMap<usize>,
+    table: Vec<u32>,
+}
+
+impl TermCounts {
+    fn new(width: usize) -> Self {
+        TermCounts {
+            width,
+            rows: SlotMap::default(),
+            table: Vec::new(),
+        }
+    }
+
+    fn set(&mut self, slot: u32, term: usize, count: u32) {
+        let (width, table) = (self.width, &mut self.table);
+        let at = *self.rows.entry(slot).or_insert_with(|| {
+            table.resize(table.len() + width, 0);
+            table.len() - width
+        });
+        self.table[at + term] = count;
+    }
+
+    fn get(&self, slot: u32) -> Option<&[u32]> {
+        let at = *self.rows.get(&slot)?;
+        Some(&self.table[at..at + self.width])
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u32, &[u32])> {
+        self.rows
+            .iter()
+            .map(|(&slot, &at)| (slot, &self.table[at..at + self.width]))
+    }
+}
 
 /// Resource number of a message that has none.
 const NO_RESOURCE: u32 = u32::MAX;
@@ -515,8 +559,7 @@ impl LexicalIndex {
                 (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
             })
             .collect();
-        // Each matching document's count of every query term.
-        let mut counts: HashMap<u32, Vec<u32>> = HashMap::new();
+        let mut counts = TermCounts::new(terms.len());
         let walk = walk.unwrap_or_else(|| self.cheaper_walk(&terms, wanted));
         match (walk, wanted) {
             (Walk::Documents, Some(wanted)) => {
@@ -524,8 +567,7 @@ impl LexicalIndex {
                     let doc = &self.docs[slot as usize];
                     for (i, term) in terms.iter().enumerate() {
                         if let Ok(at) = doc.terms.binary_search_by_key(term, |&(t, _)| t) {
-                            let tfs = counts.entry(slot).or_insert_with(|| vec![0; terms.len()]);
-                            tfs[i] = doc.terms[at].1;
+                            counts.set(slot, i, doc.terms[at].1);
                         }
                     }
                 }
@@ -534,15 +576,15 @@ impl LexicalIndex {
                 for (i, &term) in terms.iter().enumerate() {
                     for p in &self.postings[term as usize] {
                         if in_scope(p.thread, p.resource) && self.docs[p.doc as usize].alive {
-                            counts.entry(p.doc).or_insert_with(|| vec![0; terms.len()])[i] = p.tf;
+                            counts.set(p.doc, i, p.tf);
                         }
                     }
                 }
             }
         }
-        let mut scores: HashMap<u32, f32> = counts
+        let mut scores: SlotMap<f32> = counts
             .iter()
-            .map(|(&slot, tfs)| {
+            .map(|(slot, tfs)| {
                 let len = self.docs[slot as usize].len;
                 (slot, self.bm25(&idfs, tfs, len, avg_len))
             })
@@ -550,23 +592,24 @@ impl LexicalIndex {
         let turns = self.context_turns;
         if turns > 0 && self.context_weight > 0.0 {
             // A message's context holds a match when it or one of the `turns` before it does.
-            let mut scored: Vec<u32> = counts.keys().copied().collect();
-            for &slot in counts.keys() {
+            let mut scored: Vec<u32> = counts.iter().map(|(slot, _)| slot).collect();
+            for (slot, _) in counts.iter() {
                 scored.extend(self.neighbours(slot, false, turns));
             }
             scored.sort_unstable();
             scored.dedup();
             let context_avg = (turns + 1) as f32 * avg_len;
+            let mut tfs = vec![0; terms.len()];
             for slot in scored {
                 let doc = &self.docs[slot as usize];
                 if !in_scope(doc.thread, doc.resource) {
                     continue;
                 }
-                let mut tfs = vec![0; terms.len()];
+                tfs.fill(0);
                 let mut len = 0;
                 for s in std::iter::once(slot).chain(self.neighbours(slot, true, turns)) {
                     len += self.docs[s as usize].len;
-                    if let Some(own) = counts.get(&s) {
+                    if let Some(own) = counts.get(s) {
                         tfs.iter_mut().zip(own).for_each(|(sum, tf)| *sum += tf);
                     }
                 }
