@@ -19,6 +19,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use rustc_hash::{FxHashMap, FxHashSet};
+
 use crate::error::{CoreError, Result};
 use crate::filter::{Filter, Record};
 
@@ -159,7 +161,8 @@ pub struct Timeline {
     slots: Vec<Option<Slot>>,
     free: Vec<u32>,
     by_id: HashMap<Box<str>, u32>,
-    threads: HashMap<u32, Vec<Key>>,
+    /// By thread name number (the timeline's own numbers: a plain hash).
+    threads: FxHashMap<u32, Vec<Key>>,
     names: Names,
 }
 
@@ -398,7 +401,8 @@ impl Timeline {
         weight: f64,
         entrants: Option<&HashSet<&str>>,
     ) -> Vec<(&'a str, f64)> {
-        let scored: HashMap<&str, f64> = scores.iter().copied().collect();
+        // Maps for this call only, over ids it was given or found: a plain hash.
+        let scored: FxHashMap<&str, f64> = scores.iter().copied().collect();
         let score = |id: &str| scored.get(id).copied().unwrap_or(0.0);
         let best = |a: Option<&str>, b: Option<&str>| {
             [a, b]
@@ -433,7 +437,7 @@ impl Timeline {
                 (id, score(id) + weight * best(*before, *after))
             })
             .collect();
-        let mut seen: HashSet<&str> = HashSet::new();
+        let mut seen: FxHashSet<&str> = FxHashSet::default();
         for (&(id, _), [far_before, before, after, far_after]) in scores.iter().zip(&sides) {
             for (newcomer, far) in [(before, far_before), (after, far_after)] {
                 let Some(newcomer) = *newcomer else { continue };
