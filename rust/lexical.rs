@@ -150,6 +150,16 @@ impl Names {
     }
 }
 
+/// Whether a message of `thread` and `resource` is in the scope `wanted`: `(true, thread)`,
+/// `(false, resource)`, or anything (`None`).
+fn in_scope(wanted: Option<(bool, u32)>, thread: u32, resource: u32) -> bool {
+    match wanted {
+        None => true,
+        Some((true, t)) => thread == t,
+        Some((false, r)) => resource == r,
+    }
+}
+
 /// How a search finds the documents holding the query terms.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Walk {
@@ -473,6 +483,34 @@ impl LexicalIndex {
         }
     }
 
+    /// Each live document in scope holding a query term, with its count of every term.
+    fn term_counts(&self, terms: &[u32], wanted: Option<(bool, u32)>, walk: Walk) -> TermCounts {
+        let mut counts = TermCounts::new(terms.len());
+        match (walk, wanted) {
+            (Walk::Documents, Some(wanted)) => {
+                for slot in self.scope_docs(wanted) {
+                    let doc = &self.docs[slot as usize];
+                    for (i, term) in terms.iter().enumerate() {
+                        if let Ok(at) = doc.terms.binary_search_by_key(term, |&(t, _)| t) {
+                            counts.set(slot, i, doc.terms[at].1);
+                        }
+                    }
+                }
+            }
+            _ => {
+                for (i, &term) in terms.iter().enumerate() {
+                    for p in &self.postings[term as usize] {
+                        if in_scope(wanted, p.thread, p.resource) && self.docs[p.doc as usize].alive
+                        {
+                            counts.set(p.doc, i, p.tf);
+                        }
+                    }
+                }
+            }
+        }
+        counts
+    }
+
     /// The live documents of a thread (`(true, thread)`) or a resource (`(false, resource)`).
     fn scope_docs(&self, (is_thread, number): (bool, u32)) -> Vec<u32> {
         let of_thread = |thread: &u32| {
@@ -533,11 +571,6 @@ impl LexicalIndex {
         if k == 0 || self.live == 0 {
             return Vec::new();
         }
-        let in_scope = |thread: u32, resource: u32| match wanted {
-            None => true,
-            Some((true, t)) => thread == t,
-            Some((false, r)) => resource == r,
-        };
         let mut terms: Vec<u32> = self
             .tokenizer
             .tokens(query)
@@ -556,29 +589,8 @@ impl LexicalIndex {
                 (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
             })
             .collect();
-        let mut counts = TermCounts::new(terms.len());
         let walk = walk.unwrap_or_else(|| self.cheaper_walk(&terms, wanted));
-        match (walk, wanted) {
-            (Walk::Documents, Some(wanted)) => {
-                for slot in self.scope_docs(wanted) {
-                    let doc = &self.docs[slot as usize];
-                    for (i, term) in terms.iter().enumerate() {
-                        if let Ok(at) = doc.terms.binary_search_by_key(term, |&(t, _)| t) {
-                            counts.set(slot, i, doc.terms[at].1);
-                        }
-                    }
-                }
-            }
-            _ => {
-                for (i, &term) in terms.iter().enumerate() {
-                    for p in &self.postings[term as usize] {
-                        if in_scope(p.thread, p.resource) && self.docs[p.doc as usize].alive {
-                            counts.set(p.doc, i, p.tf);
-                        }
-                    }
-                }
-            }
-        }
+        let counts = self.term_counts(&terms, wanted, walk);
         let mut scores: FxHashMap<u32, f32> = counts
             .iter()
             .map(|(slot, tfs)| {
@@ -599,7 +611,7 @@ impl LexicalIndex {
             let mut tfs = vec![0; terms.len()];
             for slot in scored {
                 let doc = &self.docs[slot as usize];
-                if !in_scope(doc.thread, doc.resource) {
+                if !in_scope(wanted, doc.thread, doc.resource) {
                     continue;
                 }
                 tfs.fill(0);
