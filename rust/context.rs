@@ -401,55 +401,68 @@ impl Timeline {
         weight: f64,
         entrants: Option<&HashSet<&str>>,
     ) -> Vec<(&'a str, f64)> {
-        // Maps for this call only, over ids it was given or found: a plain hash.
-        let scored: FxHashMap<&str, f64> = scores.iter().copied().collect();
-        let score = |id: &str| scored.get(id).copied().unwrap_or(0.0);
-        let best = |a: Option<&str>, b: Option<&str>| {
-            [a, b]
-                .into_iter()
-                .flatten()
-                .map(score)
-                .reduce(f64::max)
-                .unwrap_or(0.0)
-        };
-        // Two messages each side of every scored one: the nearer are its neighbours, and a
-        // farther one is the other neighbour of a nearer one met as a newcomer. One lookup
-        // per scored message, none per newcomer.
         let scope = self.scope(resource_id);
-        let id_of = |k: Key| &*self.slot(k.2).id;
-        let sides: Vec<[Option<&str>; 4]> = scores
-            .iter()
-            .map(
-                |(id, _)| match scope.and_then(|scope| self.around(id, scope)) {
-                    Some((_, mut earlier, mut later)) => {
-                        let (before, after) = (earlier.next(), later.next());
-                        let (far_before, far_after) = (earlier.next(), later.next());
-                        [far_before, before, after, far_after].map(|k| k.map(id_of))
+        smooth_with(scores, weight, entrants, &mut |id| self.sides(id, scope))
+    }
+
+    /// Hybrid ranking, best first: each of the `lexical` and `vector` rankings (best first)
+    /// smoothed by `side_weight` and re-ranked; the two fused by weighted reciprocal rank,
+    /// `lexical_weight / (rrf_k + rank)` plus `1 / (rrf_k + rank)`, in the order ids were met;
+    /// that smoothed by `final_weight`. Ties keep their order. Each message's neighbours are
+    /// looked up once for all three smoothings.
+    pub fn fuse<'a>(
+        &'a self,
+        lexical: &[(&'a str, f64)],
+        vector: &[(&'a str, f64)],
+        resource_id: Option<&str>,
+        entrants: Option<&HashSet<&str>>,
+        fusion: &Fusion,
+    ) -> Vec<(&'a str, f64)> {
+        let scope = self.scope(resource_id);
+        let mut known: FxHashMap<&str, [Option<&str>; 4]> = FxHashMap::default();
+        let mut sides_of = |id: &'a str| *known.entry(id).or_insert_with(|| self.sides(id, scope));
+        let rankings = [lexical, vector].map(|side| {
+            best_first(smooth_with(
+                side,
+                fusion.side_weight,
+                entrants,
+                &mut sides_of,
+            ))
+        });
+        let mut fused: Vec<(&str, f64)> = Vec::new();
+        let mut at: FxHashMap<&str, usize> = FxHashMap::default();
+        for (ranking, weight) in rankings.iter().zip([fusion.lexical_weight, 1.0]) {
+            for (rank, &(id, _)) in ranking.iter().enumerate() {
+                let share = weight / (fusion.rrf_k + (rank + 1) as f64);
+                match at.get(id) {
+                    Some(&i) => fused[i].1 += share,
+                    None => {
+                        at.insert(id, fused.len());
+                        fused.push((id, share));
                     }
-                    None => [None; 4],
-                },
-            )
-            .collect();
-        let mut out: Vec<(&str, f64)> = scores
-            .iter()
-            .zip(&sides)
-            .map(|(&(id, _), [_, before, after, _])| {
-                (id, score(id) + weight * best(*before, *after))
-            })
-            .collect();
-        let mut seen: FxHashSet<&str> = FxHashSet::default();
-        for (&(id, _), [far_before, before, after, far_after]) in scores.iter().zip(&sides) {
-            for (newcomer, far) in [(before, far_before), (after, far_after)] {
-                let Some(newcomer) = *newcomer else { continue };
-                if !scored.contains_key(newcomer)
-                    && entrants.is_none_or(|e| e.contains(newcomer))
-                    && seen.insert(newcomer)
-                {
-                    out.push((newcomer, weight * best(Some(id), *far)));
                 }
             }
         }
-        out
+        best_first(smooth_with(
+            &fused,
+            fusion.final_weight,
+            entrants,
+            &mut sides_of,
+        ))
+    }
+
+    /// The two messages each side of `id` in its thread within `scope`:
+    /// `[farther before, before, after, farther after]`.
+    fn sides(&self, id: &str, scope: Option<Option<u32>>) -> [Option<&str>; 4] {
+        let id_of = |k: Key| &*self.slot(k.2).id;
+        match scope.and_then(|scope| self.around(id, scope)) {
+            Some((_, mut earlier, mut later)) => {
+                let (before, after) = (earlier.next(), later.next());
+                let (far_before, far_after) = (earlier.next(), later.next());
+                [far_before, before, after, far_after].map(|k| k.map(id_of))
+            }
+            None => [None; 4],
+        }
     }
 
     /// `Some(None)` for every resource, `Some(Some(r))` for a known one, `None` for an unknown
@@ -568,6 +581,62 @@ impl Timeline {
             self.threads.remove(&thread);
         }
     }
+}
+
+/// The weights of [`Timeline::fuse`].
+#[derive(Debug, Clone, Copy)]
+pub struct Fusion {
+    pub side_weight: f64,
+    pub lexical_weight: f64,
+    pub rrf_k: f64,
+    pub final_weight: f64,
+}
+
+/// [`Timeline::smooth`] with the neighbours of each scored id from `sides_of` (see
+/// `Timeline::sides`): the nearer two are its neighbours, and a farther one is the other
+/// neighbour of a nearer one met as a newcomer, so newcomers need no lookup of their own.
+fn smooth_with<'a>(
+    scores: &[(&'a str, f64)],
+    weight: f64,
+    entrants: Option<&HashSet<&str>>,
+    sides_of: &mut impl FnMut(&'a str) -> [Option<&'a str>; 4],
+) -> Vec<(&'a str, f64)> {
+    // Maps for this call only, over ids it was given or found: a plain hash.
+    let scored: FxHashMap<&str, f64> = scores.iter().copied().collect();
+    let score = |id: &str| scored.get(id).copied().unwrap_or(0.0);
+    let best = |a: Option<&str>, b: Option<&str>| {
+        [a, b]
+            .into_iter()
+            .flatten()
+            .map(score)
+            .reduce(f64::max)
+            .unwrap_or(0.0)
+    };
+    let sides: Vec<[Option<&str>; 4]> = scores.iter().map(|&(id, _)| sides_of(id)).collect();
+    let mut out: Vec<(&str, f64)> = scores
+        .iter()
+        .zip(&sides)
+        .map(|(&(id, _), [_, before, after, _])| (id, score(id) + weight * best(*before, *after)))
+        .collect();
+    let mut seen: FxHashSet<&str> = FxHashSet::default();
+    for (&(id, _), [far_before, before, after, far_after]) in scores.iter().zip(&sides) {
+        for (newcomer, far) in [(before, far_before), (after, far_after)] {
+            let Some(newcomer) = *newcomer else { continue };
+            if !scored.contains_key(newcomer)
+                && entrants.is_none_or(|e| e.contains(newcomer))
+                && seen.insert(newcomer)
+            {
+                out.push((newcomer, weight * best(Some(id), *far)));
+            }
+        }
+    }
+    out
+}
+
+/// Best score first; equal scores keep their order.
+pub fn best_first<T>(mut scored: Vec<(T, f64)>) -> Vec<(T, f64)> {
+    scored.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal));
+    scored
 }
 
 #[cfg(test)]
@@ -1015,6 +1084,28 @@ mod tests {
             .collect()
     }
 
+    /// `Timeline::fuse` as its parts: two smoothings, reciprocal rank fusion, one smoothing.
+    fn fuse_by_parts<'a>(
+        t: &'a Timeline,
+        sides: [&[(&'a str, f64)]; 2],
+        resource_id: Option<&str>,
+        entrants: Option<&HashSet<&str>>,
+        f: &Fusion,
+    ) -> Vec<(&'a str, f64)> {
+        let mut fused: Vec<(&str, f64)> = Vec::new();
+        for (side, weight) in sides.iter().zip([f.lexical_weight, 1.0]) {
+            let ranking = best_first(t.smooth(side, resource_id, f.side_weight, entrants));
+            for (rank, (id, _)) in ranking.iter().enumerate() {
+                let share = weight / (f.rrf_k + (rank + 1) as f64);
+                match fused.iter_mut().find(|(seen, _)| seen == id) {
+                    Some(entry) => entry.1 += share,
+                    None => fused.push((id, share)),
+                }
+            }
+        }
+        best_first(t.smooth(&fused, resource_id, f.final_weight, entrants))
+    }
+
     /// Indices of a thread's rows in (created_at, seq) order.
     fn naive_line(specs: &[Spec], thread: u8) -> Vec<usize> {
         let mut line: Vec<usize> = (0..specs.len())
@@ -1042,6 +1133,29 @@ mod tests {
             prop_assert_eq!(
                 t.smooth(&scores, resource_name.as_deref(), 0.5, entrants.as_ref()),
                 smooth_by_definition(&t, &scores, resource_name.as_deref(), 0.5, entrants.as_ref())
+            );
+        }
+
+        #[test]
+        fn fuse_equals_its_parts(
+            specs in arb_rows(),
+            lexical in prop::collection::btree_map(0usize..44, -2i32..5, 0..10),
+            vector in prop::collection::btree_map(0usize..44, -2i32..5, 0..10),
+            resource in prop::option::of(0u8..3),
+            only in prop::option::of(prop::collection::vec(0usize..44, 0..10)),
+        ) {
+            let t = build(&specs);
+            let names: Vec<String> = (0..44).map(|i| format!("m{i}")).collect();
+            let side = |m: &std::collections::BTreeMap<usize, i32>| -> Vec<(&str, f64)> {
+                m.iter().map(|(&i, &s)| (names[i].as_str(), s as f64)).collect()
+            };
+            let (lexical, vector) = (side(&lexical), side(&vector));
+            let resource_name = resource.map(|r| format!("r{r}"));
+            let entrants: Option<HashSet<&str>> = only.map(|o| o.iter().map(|&i| names[i].as_str()).collect());
+            let f = Fusion { side_weight: 0.3, lexical_weight: 1.5, rrf_k: 5.0, final_weight: 0.5 };
+            prop_assert_eq!(
+                t.fuse(&lexical, &vector, resource_name.as_deref(), entrants.as_ref(), &f),
+                fuse_by_parts(&t, [&lexical, &vector], resource_name.as_deref(), entrants.as_ref(), &f)
             );
         }
 

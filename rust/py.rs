@@ -7,7 +7,9 @@ use std::sync::{PoisonError, RwLock};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-use crate::context::{Bound as TimeBound, Include, PageQuery, Row, RowRef, Timeline};
+use crate::context::{
+    best_first, Bound as TimeBound, Fusion, Include, PageQuery, Row, RowRef, Timeline,
+};
 use crate::error::CoreError;
 use crate::filter::{Filter, Input, Record, Value, MAX_DEPTH};
 
@@ -431,14 +433,54 @@ impl PyTimeline {
             (out[..n].iter().map(|&(_, s)| s).collect(), met)
         });
         let met = met.into_iter().map(|(id, s)| (PyString::new(py, &id), s));
-        let mut ranked: Vec<_> = scores
-            .into_iter()
-            .zip(smoothed)
-            .map(|((id, _), s)| (id, s))
-            .chain(met)
-            .collect();
-        ranked.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal));
-        Ok(ranked)
+        Ok(best_first(
+            scores
+                .into_iter()
+                .zip(smoothed)
+                .map(|((id, _), s)| (id, s))
+                .chain(met)
+                .collect(),
+        ))
+    }
+
+    /// Hybrid ranking of `lexical` and `vector` (each `(id, score)`, best first): see the
+    /// core's `Timeline::fuse`. Returns the best `limit` (default all) `(id, score)`.
+    #[pyo3(signature = (lexical, vector, side_weight, lexical_weight, rrf_k, final_weight, resource_id=None, entrants=None, limit=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn fuse(
+        &self,
+        py: Python<'_>,
+        lexical: Vec<(String, f64)>,
+        vector: Vec<(String, f64)>,
+        side_weight: f64,
+        lexical_weight: f64,
+        rrf_k: f64,
+        final_weight: f64,
+        resource_id: Option<&str>,
+        entrants: Option<Vec<String>>,
+        limit: Option<usize>,
+    ) -> Vec<(String, f64)> {
+        fn borrowed(side: &[(String, f64)]) -> Vec<(&str, f64)> {
+            side.iter().map(|(id, s)| (id.as_str(), *s)).collect()
+        }
+        let (lexical, vector) = (borrowed(&lexical), borrowed(&vector));
+        let entrants: Option<HashSet<&str>> = entrants
+            .as_ref()
+            .map(|e| e.iter().map(String::as_str).collect());
+        let fusion = Fusion {
+            side_weight,
+            lexical_weight,
+            rrf_k,
+            final_weight,
+        };
+        self.read(py, |t| {
+            let ranked = t.fuse(&lexical, &vector, resource_id, entrants.as_ref(), &fusion);
+            ranked
+                .into_iter()
+                .take(limit.unwrap_or(usize::MAX))
+                .map(|(id, s)| (id.to_owned(), s))
+                .collect()
+        })
     }
 
     /// For each id, the ids of the messages right before and after it in its thread.

@@ -12,7 +12,8 @@ import pytest
 from threadrecall import Memory, _core
 from threadrecall.embedders import HashEmbedder
 from threadrecall.errors import ConfigurationError, InvalidArgumentError
-from threadrecall.hybrid import reciprocal_rank_fusion
+from threadrecall import hybrid
+from threadrecall.config import SemanticRecallConfig
 from threadrecall.storage import DuckDBStorage
 
 from conftest import T0
@@ -162,9 +163,48 @@ def test_unknown_mode_is_a_configuration_error(storage):
         Memory(storage=storage, options={"semantic_recall": {"mode": "hybrid"}})
 
 
-def test_reciprocal_rank_fusion_weights():
-    fused = reciprocal_rank_fusion([["a", "b"], ["b", "c"]], [2.0, 1.0], k=5)
-    assert fused == pytest.approx({"a": 2 / 6, "b": 2 / 7 + 1 / 6, "c": 1 / 7})
+def hybrid_by_parts(memory, semantic, query, scope):
+    """Hybrid ranking step by step: each ranking smoothed (neighbours admitted when they pass
+    the filter), fused by weighted reciprocal rank in Python, smoothed again."""
+    storage, flt = memory.storage, dict(semantic.filter) if semantic.filter else None
+    depth, resource_id = max(semantic.top_k, hybrid.CANDIDATES), scope.get("resource_id")
+    lexical = hybrid.lexical_scores(storage, query, depth, scope, flt)
+    vector = hybrid._vector_scores(memory.index, query, depth, scope, flt, semantic.threshold)
+
+    def smooth(scores, weight):
+        entrants = None
+        if flt:
+            near = dict.fromkeys(n for pair in storage.timeline.adjacent(list(scores), resource_id)
+                                 for n in pair if n is not None and n not in scores)
+            entrants = hybrid._passing(storage, near, flt)
+        smoothed = dict(storage.timeline.smooth(list(scores.items()), weight, resource_id, entrants))
+        return sorted(smoothed, key=lambda i: -smoothed[i])
+
+    fused = {}
+    for side, weight in ((lexical, hybrid.LEXICAL_WEIGHT), (vector, 1.0)):
+        for rank, item in enumerate(smooth(side, hybrid.SIDE_NEIGHBOUR_WEIGHT), 1):
+            fused[item] = fused.get(item, 0.0) + weight / (hybrid.RRF_K + rank)
+    return smooth(fused, hybrid.NEIGHBOUR_WEIGHT)[:semantic.top_k]
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_hybrid_fusion_in_the_core_equals_the_steps(storage, seed):
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(60)]
+    memory = lexical_memory(storage, mode="hybrid")
+    # r0 holds far more messages than either ranking's candidates, so smoothing brings in
+    # neighbours, and neighbours of neighbours; r1 is small.
+    for t in range(18):
+        rows = [(rng.choice(["user", "assistant"]), " ".join(rng.choices(words, k=rng.randint(1, 3))))
+                for _ in range(100)]
+        save(memory, f"t{t}", rows, resource_id="r1" if t < 2 else "r0",
+             metadata={"topic": rng.choice(["a", "b"])})
+    for query in ["w1 w2", "w3", "w10 w20 w30", "w59"]:
+        for scope in [{"thread_id": "t1"}, {"resource_id": "r0"}, {"resource_id": "r1"}]:
+            for flt in [None, {"topic": "a"}, {"role": "user"}]:
+                semantic = SemanticRecallConfig(top_k=500, mode="hybrid", filter=flt)  # the whole ranking
+                assert hybrid.ranked_ids(semantic, memory.storage, memory.index, query, scope) == \
+                    hybrid_by_parts(memory, semantic, query, scope)
 
 
 # ---- the core index against a direct BM25 computation ----

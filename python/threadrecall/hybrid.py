@@ -11,7 +11,8 @@
 
 In the lexical and hybrid modes a message's score then gains ``NEIGHBOUR_WEIGHT`` times the
 best score of the messages right before and after it in its thread (a reply is often found by
-the words of the turn it answers), and the best ``top_k`` are kept. The similarity
+the words of the turn it answers), and the best ``top_k`` are kept. The smoothing and the
+fusion run in the core (``Timeline.smooth``, ``Timeline.fuse``). The similarity
 ``threshold`` applies to vector scores only (BM25 scores have no fixed scale). A
 ``semantic_recall.filter`` (over thread metadata and the message fields) applies in every mode.
 The constants were chosen on LoCoMo (see ``threadrecall eval locomo``).
@@ -27,7 +28,7 @@ from .semantic import MessageIndex, vector_metadata
 from .storage.duckdb import DuckDBStorage
 
 __all__ = ["CANDIDATES", "LEXICAL_WEIGHT", "NEIGHBOUR_WEIGHT", "RRF_K", "SIDE_NEIGHBOUR_WEIGHT",
-           "lexical_scores", "ranked_ids", "reciprocal_rank_fusion"]
+           "lexical_scores", "ranked_ids"]
 
 # A small k keeps the fused order close to each ranking's head, where the evidence usually is.
 RRF_K = 5
@@ -41,22 +42,6 @@ SIDE_NEIGHBOUR_WEIGHT = 0.3
 # Each ranking's depth before smoothing and fusion: deep enough that neighbours of the top
 # matches and the other ranking's hits are still scored (200 beat 100; 400 added little).
 CANDIDATES = 200
-
-
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], weights: Sequence[float] | None = None,
-                           k: int = RRF_K) -> dict[str, float]:
-    """``sum(weight / (k + rank))`` per id over the rankings (rank counted from 1).
-
-    >>> fused = reciprocal_rank_fusion([["a", "b", "c"], ["c", "a"]], k=60)
-    >>> sorted(fused, key=lambda i: -fused[i])
-    ['a', 'c', 'b']
-    """
-    weights = weights or [1.0] * len(rankings)
-    scores: dict[str, float] = {}
-    for ranking, weight in zip(rankings, weights):
-        for rank, item in enumerate(ranking, 1):
-            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
-    return scores
 
 
 def lexical_scores(storage: DuckDBStorage, query: str, top_k: int, scope: Mapping[str, str],
@@ -85,9 +70,12 @@ def ranked_ids(semantic: Any, storage: DuckDBStorage, index: MessageIndex | None
     scores = lexical_scores(storage, query, depth, scope, flt)
     if semantic.mode == "hybrid":
         vector = _vector_scores(index, query, depth, scope, flt, semantic.threshold)
-        rankings = [list(_with_neighbours(storage, side, resource_id, flt, SIDE_NEIGHBOUR_WEIGHT))
-                    for side in (scores, vector)]
-        scores = reciprocal_rank_fusion(rankings, [LEXICAL_WEIGHT, 1.0])
+        # Three smoothings reach at most two messages past a candidate.
+        entrants = _entrants(storage, [*scores, *vector], resource_id, flt, hops=2) if flt else None
+        fused = storage.timeline.fuse(list(scores.items()), list(vector.items()), SIDE_NEIGHBOUR_WEIGHT,
+                                      LEXICAL_WEIGHT, RRF_K, NEIGHBOUR_WEIGHT, resource_id, entrants,
+                                      semantic.top_k)
+        return [i for i, _ in fused]
     return list(_with_neighbours(storage, scores, resource_id, flt, NEIGHBOUR_WEIGHT))[:semantic.top_k]
 
 
@@ -112,13 +100,22 @@ def _with_neighbours(storage: DuckDBStorage, scores: Mapping[str, float], resour
     """Each message's score plus ``weight`` times its best direct neighbour's, best first
     (a stable order); the neighbours of scored messages are scored too (when they pass the
     filter)."""
-    timeline = storage.timeline
-    entrants = None
-    if flt:
-        met = dict.fromkeys(n for pair in timeline.adjacent(list(scores), resource_id) for n in pair
-                            if n is not None and n not in scores)
-        entrants = _passing(storage, met, flt)
-    return dict(timeline.smooth(list(scores.items()), weight, resource_id, entrants))
+    entrants = _entrants(storage, list(scores), resource_id, flt, hops=1) if flt else None
+    return dict(storage.timeline.smooth(list(scores.items()), weight, resource_id, entrants))
+
+
+def _entrants(storage: DuckDBStorage, ids: Sequence[str], resource_id: str | None,
+              flt: Mapping[str, Any], hops: int) -> list[str]:
+    """What smoothing may bring in around ``ids`` (which pass ``flt`` already): ``ids``, and
+    the messages up to ``hops`` places from them in their threads that pass ``flt``."""
+    met = dict.fromkeys(ids)
+    frontier, near = list(met), []
+    for _ in range(hops):
+        frontier = list(dict.fromkeys(n for pair in storage.timeline.adjacent(frontier, resource_id)
+                                      for n in pair if n is not None and n not in met))
+        met.update(dict.fromkeys(frontier))
+        near += frontier
+    return [*dict.fromkeys(ids), *_passing(storage, near, flt)]
 
 
 def _passing(storage: DuckDBStorage, ids: Iterable[str], filter: Mapping[str, Any]) -> list[str]:
