@@ -401,8 +401,10 @@ impl Timeline {
         weight: f64,
         entrants: Option<&HashSet<&str>>,
     ) -> Vec<(&'a str, f64)> {
-        let scope = self.scope(resource_id);
-        smooth_with(scores, weight, entrants, &mut |id| self.sides(id, scope))
+        let mut numbers = Numbers::new(self, resource_id, entrants);
+        let scores = numbers.of(scores);
+        let smoothed = smooth_with(&scores, weight, &mut numbers);
+        numbers.named(smoothed)
     }
 
     /// Hybrid ranking, best first: each of the `lexical` and `vector` rankings (best first)
@@ -418,51 +420,25 @@ impl Timeline {
         entrants: Option<&HashSet<&str>>,
         fusion: &Fusion,
     ) -> Vec<(&'a str, f64)> {
-        let scope = self.scope(resource_id);
-        let mut known: FxHashMap<&str, [Option<&str>; 4]> = FxHashMap::default();
-        let mut sides_of = |id: &'a str| *known.entry(id).or_insert_with(|| self.sides(id, scope));
-        let rankings = [lexical, vector].map(|side| {
-            best_first(smooth_with(
-                side,
-                fusion.side_weight,
-                entrants,
-                &mut sides_of,
-            ))
-        });
-        let mut fused: Vec<(&str, f64)> = Vec::new();
-        let mut at: FxHashMap<&str, usize> = FxHashMap::default();
-        for (ranking, weight) in rankings.iter().zip([fusion.lexical_weight, 1.0]) {
-            for (rank, &(id, _)) in ranking.iter().enumerate() {
+        let mut numbers = Numbers::new(self, resource_id, entrants);
+        let sides = [numbers.of(lexical), numbers.of(vector)];
+        let mut fused: Vec<(u32, f64)> = Vec::new();
+        let mut at: FxHashMap<u32, usize> = FxHashMap::default();
+        for (side, weight) in sides.iter().zip([fusion.lexical_weight, 1.0]) {
+            let ranking = best_first(smooth_with(side, fusion.side_weight, &mut numbers));
+            for (rank, &(n, _)) in ranking.iter().enumerate() {
                 let share = weight / (fusion.rrf_k + (rank + 1) as f64);
-                match at.get(id) {
+                match at.get(&n) {
                     Some(&i) => fused[i].1 += share,
                     None => {
-                        at.insert(id, fused.len());
-                        fused.push((id, share));
+                        at.insert(n, fused.len());
+                        fused.push((n, share));
                     }
                 }
             }
         }
-        best_first(smooth_with(
-            &fused,
-            fusion.final_weight,
-            entrants,
-            &mut sides_of,
-        ))
-    }
-
-    /// The two messages each side of `id` in its thread within `scope`:
-    /// `[farther before, before, after, farther after]`.
-    fn sides(&self, id: &str, scope: Option<Option<u32>>) -> [Option<&str>; 4] {
-        let id_of = |k: Key| &*self.slot(k.2).id;
-        match scope.and_then(|scope| self.around(id, scope)) {
-            Some((_, mut earlier, mut later)) => {
-                let (before, after) = (earlier.next(), later.next());
-                let (far_before, far_after) = (earlier.next(), later.next());
-                [far_before, before, after, far_after].map(|k| k.map(id_of))
-            }
-            None => [None; 4],
-        }
+        let ranked = best_first(smooth_with(&fused, fusion.final_weight, &mut numbers));
+        numbers.named(ranked)
     }
 
     /// `Some(None)` for every resource, `Some(Some(r))` for a known one, `None` for an unknown
@@ -486,8 +462,21 @@ impl Timeline {
         impl Iterator<Item = Key> + '_,
         impl Iterator<Item = Key> + '_,
     )> {
+        self.around_slot(*self.by_id.get(id)?, resource)
+    }
+
+    /// [`Timeline::around`] for a live slot.
+    #[allow(clippy::type_complexity)]
+    fn around_slot(
+        &self,
+        slot: u32,
+        resource: Option<u32>,
+    ) -> Option<(
+        Key,
+        impl Iterator<Item = Key> + '_,
+        impl Iterator<Item = Key> + '_,
+    )> {
         let belongs = move |k: &Key| resource.is_none_or(|r| self.slot(k.2).resource == Some(r));
-        let &slot = self.by_id.get(id)?;
         let target = self.slot(slot);
         let key = target.key(slot);
         if !belongs(&key) {
@@ -592,19 +581,101 @@ pub struct Fusion {
     pub final_weight: f64,
 }
 
-/// [`Timeline::smooth`] with the neighbours of each scored id from `sides_of` (see
-/// `Timeline::sides`): the nearer two are its neighbours, and a farther one is the other
-/// neighbour of a nearer one met as a newcomer, so newcomers need no lookup of their own.
-fn smooth_with<'a>(
-    scores: &[(&'a str, f64)],
-    weight: f64,
-    entrants: Option<&HashSet<&str>>,
-    sides_of: &mut impl FnMut(&'a str) -> [Option<&'a str>; 4],
-) -> Vec<(&'a str, f64)> {
-    // Maps for this call only, over ids it was given or found: a plain hash.
-    let scored: FxHashMap<&str, f64> = scores.iter().copied().collect();
-    let score = |id: &str| scored.get(id).copied().unwrap_or(0.0);
-    let best = |a: Option<&str>, b: Option<&str>| {
+/// The messages of one smoothing or fusion call, numbered: a message's slot, or for an id
+/// the timeline lacks a number past every slot. Each number's neighbours are looked up once.
+struct Numbers<'a> {
+    timeline: &'a Timeline,
+    scope: Option<Option<u32>>,
+    entrants: Option<FxHashSet<u32>>,
+    strangers: Vec<&'a str>,
+    known: FxHashMap<&'a str, u32>,
+    sides: FxHashMap<u32, [Option<u32>; 4]>,
+}
+
+impl<'a> Numbers<'a> {
+    fn new(
+        timeline: &'a Timeline,
+        resource_id: Option<&str>,
+        entrants: Option<&HashSet<&str>>,
+    ) -> Self {
+        // Only messages of the timeline can be met as neighbours, so only they need numbers.
+        let entrants = entrants.map(|ids| {
+            ids.iter()
+                .filter_map(|id| timeline.by_id.get(*id).copied())
+                .collect()
+        });
+        Numbers {
+            timeline,
+            scope: timeline.scope(resource_id),
+            entrants,
+            strangers: Vec::new(),
+            known: FxHashMap::default(),
+            sides: FxHashMap::default(),
+        }
+    }
+
+    fn number(&mut self, id: &'a str) -> u32 {
+        if let Some(&n) = self.known.get(id) {
+            return n;
+        }
+        let n = match self.timeline.by_id.get(id) {
+            Some(&slot) => slot,
+            None => {
+                self.strangers.push(id);
+                (self.timeline.slots.len() + self.strangers.len() - 1) as u32
+            }
+        };
+        self.known.insert(id, n);
+        n
+    }
+
+    fn of(&mut self, scores: &[(&'a str, f64)]) -> Vec<(u32, f64)> {
+        scores.iter().map(|&(id, s)| (self.number(id), s)).collect()
+    }
+
+    fn named(&self, numbered: Vec<(u32, f64)>) -> Vec<(&'a str, f64)> {
+        let slots = self.timeline.slots.len();
+        numbered
+            .into_iter()
+            .map(|(n, s)| match (n as usize).checked_sub(slots) {
+                Some(i) => (self.strangers[i], s),
+                None => (&*self.timeline.slot(n).id, s),
+            })
+            .collect()
+    }
+
+    /// The two messages each side of `n` in its thread within the scope:
+    /// `[farther before, before, after, farther after]`.
+    fn sides(&mut self, n: u32) -> [Option<u32>; 4] {
+        let (timeline, scope) = (self.timeline, self.scope);
+        *self.sides.entry(n).or_insert_with(|| {
+            let found = (n as usize) < timeline.slots.len();
+            match scope
+                .filter(|_| found)
+                .and_then(|r| timeline.around_slot(n, r))
+            {
+                Some((_, mut earlier, mut later)) => {
+                    let (before, after) = (earlier.next(), later.next());
+                    let (far_before, far_after) = (earlier.next(), later.next());
+                    [far_before, before, after, far_after].map(|k| k.map(|k| k.2))
+                }
+                None => [None; 4],
+            }
+        })
+    }
+
+    fn may_enter(&self, n: u32) -> bool {
+        self.entrants.as_ref().is_none_or(|e| e.contains(&n))
+    }
+}
+
+/// [`Timeline::smooth`] over numbered messages. A scored message's nearer two `sides` are its
+/// neighbours, and a farther one is the other neighbour of a nearer one met as a newcomer, so
+/// newcomers need no lookup of their own.
+fn smooth_with(scores: &[(u32, f64)], weight: f64, numbers: &mut Numbers<'_>) -> Vec<(u32, f64)> {
+    let scored: FxHashMap<u32, f64> = scores.iter().copied().collect();
+    let score = |n: u32| scored.get(&n).copied().unwrap_or(0.0);
+    let best = |a: Option<u32>, b: Option<u32>| {
         [a, b]
             .into_iter()
             .flatten()
@@ -612,21 +683,21 @@ fn smooth_with<'a>(
             .reduce(f64::max)
             .unwrap_or(0.0)
     };
-    let sides: Vec<[Option<&str>; 4]> = scores.iter().map(|&(id, _)| sides_of(id)).collect();
-    let mut out: Vec<(&str, f64)> = scores
+    let sides: Vec<[Option<u32>; 4]> = scores.iter().map(|&(n, _)| numbers.sides(n)).collect();
+    let mut out: Vec<(u32, f64)> = scores
         .iter()
         .zip(&sides)
-        .map(|(&(id, _), [_, before, after, _])| (id, score(id) + weight * best(*before, *after)))
+        .map(|(&(n, _), [_, before, after, _])| (n, score(n) + weight * best(*before, *after)))
         .collect();
-    let mut seen: FxHashSet<&str> = FxHashSet::default();
-    for (&(id, _), [far_before, before, after, far_after]) in scores.iter().zip(&sides) {
+    let mut seen: FxHashSet<u32> = FxHashSet::default();
+    for (&(n, _), [far_before, before, after, far_after]) in scores.iter().zip(&sides) {
         for (newcomer, far) in [(before, far_before), (after, far_after)] {
             let Some(newcomer) = *newcomer else { continue };
-            if !scored.contains_key(newcomer)
-                && entrants.is_none_or(|e| e.contains(newcomer))
+            if !scored.contains_key(&newcomer)
+                && numbers.may_enter(newcomer)
                 && seen.insert(newcomer)
             {
-                out.push((newcomer, weight * best(Some(id), *far)));
+                out.push((newcomer, weight * best(Some(n), *far)));
             }
         }
     }
