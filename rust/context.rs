@@ -356,7 +356,9 @@ impl Timeline {
         };
         let mut keys: Vec<Key> = Vec::new();
         for include in includes {
-            let Some((key, earlier, later)) = self.around(include.id, scope) else {
+            let Some((key, earlier, later)) =
+                self.slot_of(include.id).and_then(|s| self.around(s, scope))
+            else {
                 continue;
             };
             keys.push(key);
@@ -381,12 +383,14 @@ impl Timeline {
         };
         let id_of = |k: Key| &*self.slot(k.2).id;
         ids.iter()
-            .map(|id| match self.around(id, scope) {
-                Some((_, mut earlier, mut later)) => {
-                    (earlier.next().map(id_of), later.next().map(id_of))
-                }
-                None => (None, None),
-            })
+            .map(
+                |id| match self.slot_of(id).and_then(|s| self.around(s, scope)) {
+                    Some((_, mut earlier, mut later)) => {
+                        (earlier.next().map(id_of), later.next().map(id_of))
+                    }
+                    None => (None, None),
+                },
+            )
             .collect()
     }
 
@@ -450,24 +454,11 @@ impl Timeline {
         }
     }
 
-    /// A message's key and its thread's keys before it (nearest first) and after it, counting
-    /// only messages of `resource` when given; `None` for an unknown id or one outside it.
+    /// The key of the message in live `slot` and its thread's keys before it (nearest first)
+    /// and after it, counting only messages of `resource` when given; `None` when it is
+    /// outside that resource.
     #[allow(clippy::type_complexity)]
     fn around(
-        &self,
-        id: &str,
-        resource: Option<u32>,
-    ) -> Option<(
-        Key,
-        impl Iterator<Item = Key> + '_,
-        impl Iterator<Item = Key> + '_,
-    )> {
-        self.around_slot(*self.by_id.get(id)?, resource)
-    }
-
-    /// [`Timeline::around`] for a live slot.
-    #[allow(clippy::type_complexity)]
-    fn around_slot(
         &self,
         slot: u32,
         resource: Option<u32>,
@@ -487,6 +478,10 @@ impl Timeline {
         let earlier = line[..at].iter().rev().copied().filter(move |k| belongs(k));
         let later = line[at + 1..].iter().copied().filter(move |k| belongs(k));
         Some((key, earlier, later))
+    }
+
+    fn slot_of(&self, id: &str) -> Option<u32> {
+        self.by_id.get(id).copied()
     }
 
     fn line(&self, thread_id: &str) -> Option<&Vec<Key>> {
@@ -599,11 +594,8 @@ impl<'a> Numbers<'a> {
         entrants: Option<&HashSet<&str>>,
     ) -> Self {
         // Only messages of the timeline can be met as neighbours, so only they need numbers.
-        let entrants = entrants.map(|ids| {
-            ids.iter()
-                .filter_map(|id| timeline.by_id.get(*id).copied())
-                .collect()
-        });
+        let entrants =
+            entrants.map(|ids| ids.iter().filter_map(|id| timeline.slot_of(id)).collect());
         Numbers {
             timeline,
             scope: timeline.scope(resource_id),
@@ -618,13 +610,10 @@ impl<'a> Numbers<'a> {
         if let Some(&n) = self.known.get(id) {
             return n;
         }
-        let n = match self.timeline.by_id.get(id) {
-            Some(&slot) => slot,
-            None => {
-                self.strangers.push(id);
-                (self.timeline.slots.len() + self.strangers.len() - 1) as u32
-            }
-        };
+        let n = self.timeline.slot_of(id).unwrap_or_else(|| {
+            self.strangers.push(id);
+            (self.timeline.slots.len() + self.strangers.len() - 1) as u32
+        });
         self.known.insert(id, n);
         n
     }
@@ -650,10 +639,7 @@ impl<'a> Numbers<'a> {
         let (timeline, scope) = (self.timeline, self.scope);
         *self.sides.entry(n).or_insert_with(|| {
             let found = (n as usize) < timeline.slots.len();
-            match scope
-                .filter(|_| found)
-                .and_then(|r| timeline.around_slot(n, r))
-            {
+            match scope.filter(|_| found).and_then(|r| timeline.around(n, r)) {
                 Some((_, mut earlier, mut later)) => {
                     let (before, after) = (earlier.next(), later.next());
                     let (far_before, far_after) = (earlier.next(), later.next());

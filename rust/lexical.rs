@@ -715,6 +715,13 @@ mod tests {
         )
     }
 
+    /// Upserts `(id, thread, resource, text)` rows, each row's position its order.
+    fn upsert_in_order(index: &mut LexicalIndex, rows: &[(&str, &str, &str, &str)]) {
+        for (i, row) in rows.iter().enumerate() {
+            index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
+        }
+    }
+
     fn index_of(rows: &[(&str, &str, &str, &str)]) -> LexicalIndex {
         let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 0, 0.0);
         for (id, thread, resource, text) in rows {
@@ -962,9 +969,7 @@ mod tests {
             }
         }
         let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 1, 0.7);
-        for (i, row) in ROWS.iter().enumerate() {
-            index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
-        }
+        upsert_in_order(&mut index, ROWS);
         // m2 follows m1 in t1, so "Rex" (only in m1) finds m2 through its context.
         let hits = index.search("rex", 10, Scope::Resource("r1"));
         assert_eq!(
@@ -981,9 +986,7 @@ mod tests {
             ("c", "t", "r", "a beagle"),
         ];
         let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 1, 0.7);
-        for (i, row) in rows.iter().enumerate() {
-            index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
-        }
+        upsert_in_order(&mut index, &rows);
         let ids = |hits: Vec<(String, f32)>| hits.into_iter().map(|h| h.0).collect::<Vec<_>>();
         assert_eq!(ids(index.search("breed", 5, Scope::All)), ["b", "c"]);
         index.remove(["b"]);
@@ -1007,9 +1010,7 @@ mod tests {
         ];
         let mut index = LexicalIndex::new(PLAIN, 1.2, 0.75, 2, 0.7);
         for round in 0..400 {
-            for (i, row) in rows.iter().enumerate() {
-                index.upsert(row.0, row.1, Some(row.2), i as i64, row.3);
-            }
+            upsert_in_order(&mut index, &rows);
             if round == 0 {
                 index.upsert("other", "tb", Some("r"), 0, "noon lake walk");
             }
