@@ -31,10 +31,14 @@ class Timeline:
         resource_ids: list[str | None],
         created_at: list[int],
         seqs: list[int],
-        metadata: list[dict[str, Any] | None],
+        metadata: list[dict[str, Any] | None] | None,
         payloads: list[str],
+        *,
+        metadata_json: list[str] | None = None,
     ) -> None:
-        """Insert or replace messages by id; created_at in µs since the epoch."""
+        """Insert or replace messages by id; created_at in µs since the epoch. Metadata as
+        dicts, or as JSON texts in ``metadata_json`` (raises InvalidArgumentError on a text
+        that is not JSON)."""
     def remove(self, ids: list[str]) -> int:
         """Remove messages by id; return how many were present."""
     def remove_thread(self, thread_id: str) -> int:
@@ -74,7 +78,22 @@ class Timeline:
         entrants: list[str] | None = None,
     ) -> list[tuple[str, float]]:
         """Each scored message's score plus ``weight`` times its best direct neighbour's, and
-        the same for its unscored neighbours (only those in ``entrants``, when given)."""
+        the same for its unscored neighbours (only those in ``entrants``, when given); best
+        first, ties in the order given, then as the neighbours were met."""
+    def fuse(
+        self,
+        lexical: list[tuple[str, float]],
+        vector: list[tuple[str, float]],
+        side_weight: float,
+        lexical_weight: float,
+        rrf_k: float,
+        final_weight: float,
+        resource_id: str | None = None,
+        entrants: list[str] | None = None,
+        limit: int | None = None,
+    ) -> list[tuple[str, float]]:
+        """Hybrid ranking, best first: each ranking smoothed by ``side_weight``, the two fused
+        by weighted reciprocal rank, that smoothed by ``final_weight``."""
 
 class VectorIndex:
     """HNSW vector index with filter pushdown; many readers, one writer.
@@ -122,8 +141,9 @@ class VectorIndex:
         """``search`` for every row of a float32 ``(n, dim)`` array."""
     def get_vector(self, id: str) -> Any | None:
         """The stored float32 vector (unit length for cosine), or None."""
-    def save(self, path: str | Any, generation: int) -> None:
-        """Write atomically (temp file + rename), tagged with the database generation."""
+    def save(self, path: str | Any, generation: int) -> int:
+        """Write atomically (temp file + rename), tagged with the database generation; the
+        index is held only while copied. Return how many vectors the file holds unlinked."""
     @staticmethod
     def load(path: str | Any) -> tuple[VectorIndex, int]:
         """Read an index file; raise IndexCorruptError if it is damaged or foreign."""
