@@ -25,7 +25,8 @@ pub fn save(index: &VectorIndex, path: &Path, generation: u64) -> Result<()> {
     write(path, &encode(index, generation))
 }
 
-/// Writes encoded bytes to `path` atomically: to a temporary file, synced, then renamed.
+/// Writes encoded bytes to `path` atomically: to a temporary file, synced, then renamed. A
+/// failed write leaves neither file behind.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension(format!(
         "{}tmp",
@@ -33,13 +34,17 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
             .map(|e| format!("{}.", e.to_string_lossy()))
             .unwrap_or_default()
     ));
-    let io = |e: std::io::Error| CoreError::Io(format!("cannot write {}: {e}", path.display()));
-    let mut file = fs::File::create(&tmp).map_err(io)?;
-    file.write_all(bytes).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    drop(file);
-    fs::rename(&tmp, path).map_err(io)?;
-    Ok(())
+    let written = (|| {
+        let mut file = fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, path)
+    })();
+    written.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        CoreError::Io(format!("cannot write {}: {e}", path.display()))
+    })
 }
 
 /// Reads an index file back; anything truncated, foreign or of another version is
@@ -317,6 +322,15 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("threadrecall-persist-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         dir.join(name)
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_file() {
+        let path = temp("occupied.hnsw");
+        fs::create_dir_all(&path).unwrap(); // a directory: the final rename fails
+        assert!(matches!(write(&path, b"bytes"), Err(CoreError::Io(_))));
+        assert!(!temp("occupied.hnsw.tmp").exists());
+        assert!(path.is_dir());
     }
 
     fn sample() -> (VectorIndex, Vec<Vec<f32>>) {

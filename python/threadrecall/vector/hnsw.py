@@ -642,11 +642,7 @@ class HnswVectorStore:
         # The graph is copied after the generation is read, so the file holds at least what
         # its tag says (a catch-up replays the rest harmlessly), never less.
         part = path.with_name(f"{path.name}.{threading.get_ident()}.part")
-        try:
-            pending = loaded.index.save(str(part), generation)
-        except BaseException:
-            part.unlink(missing_ok=True)
-            raise
+        pending = loaded.index.save(str(part), generation)  # a failed save leaves no file
         with self._lock:
             newer = loaded.saved is not None and loaded.saved > generation
             if self._loaded.get(name) is not loaded or newer:  # deleted, or a newer save landed meanwhile
