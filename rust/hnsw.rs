@@ -266,7 +266,6 @@ impl Graph {
                 .sum::<usize>()
     }
 
-    /// Starts loading a slot's float vector.
     /// Starts loading a slot's codes.
     #[inline]
     pub(crate) fn prefetch_codes(&self, slot: u32) {
@@ -621,7 +620,7 @@ impl Graph {
                     .filter(|&n| visited.first_visit(n)),
             );
             for &n in &fresh {
-                prefetch(self.codes.of(n as usize, self.params.dim));
+                self.prefetch_codes(n);
             }
             for &n in &fresh {
                 let d = self.approx(q, n);
