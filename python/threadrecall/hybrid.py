@@ -108,14 +108,14 @@ def _entrants(storage: DuckDBStorage, ids: Sequence[str], resource_id: str | Non
               flt: Mapping[str, Any], hops: int) -> list[str]:
     """What smoothing may bring in around ``ids`` (which pass ``flt`` already): ``ids``, and
     the messages up to ``hops`` places from them in their threads that pass ``flt``."""
-    met = dict.fromkeys(ids)
-    frontier, near = list(met), []
+    candidates = list(dict.fromkeys(ids))
+    met, frontier, near = set(candidates), candidates, []
     for _ in range(hops):
         frontier = list(dict.fromkeys(n for pair in storage.timeline.adjacent(frontier, resource_id)
                                       for n in pair if n is not None and n not in met))
-        met.update(dict.fromkeys(frontier))
+        met.update(frontier)
         near += frontier
-    return [*dict.fromkeys(ids), *_passing(storage, near, flt)]
+    return [*candidates, *_passing(storage, near, flt)]
 
 
 def _passing(storage: DuckDBStorage, ids: Iterable[str], filter: Mapping[str, Any]) -> list[str]:
