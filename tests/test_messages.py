@@ -212,3 +212,35 @@ def test_a_thread_read_after_a_save_is_the_stored_one(tmp_path):
     memory.close()
     with Memory(storage=DuckDBStorage(path)) as reopened:
         assert reopened.get_thread_by_id("t1") == touched
+
+
+def test_a_thread_created_by_its_messages_reads_back_as_stored(tmp_path):
+    path = tmp_path / "m.duckdb"
+    memory = Memory(storage=DuckDBStorage(path))
+    memory.save_messages([{"thread_id": "new", "resource_id": "r9", "role": "user", "content": "x"}])
+    created = memory.get_thread_by_id("new")  # from the cache filled at commit
+    assert created.resource_id == "r9" and created.title == "" and created.metadata == {}
+    assert created.created_at == created.updated_at
+    memory.close()
+    with Memory(storage=DuckDBStorage(path)) as reopened:
+        assert reopened.get_thread_by_id("new") == created
+
+
+def test_a_thread_created_in_a_rolled_back_transaction_is_gone(memory):
+    with pytest.raises(RuntimeError), memory.storage.db.transaction():
+        memory.save_messages([{"thread_id": "new", "resource_id": "r9", "role": "user", "content": "x"}])
+        assert memory.get_thread_by_id("new").resource_id == "r9"  # seen by its own transaction
+        raise RuntimeError("abandon")
+    assert memory.get_thread_by_id("new") is None
+    with pytest.raises(ThreadNotFoundError):
+        memory.save_messages([{"thread_id": "new", "role": "user", "content": "x"}])
+
+
+def test_a_thread_changed_after_its_creation_in_one_transaction_is_read_as_changed(memory):
+    with memory.storage.db.transaction():
+        memory.save_messages([{"thread_id": "new", "resource_id": "r9", "role": "user", "content": "x"}])
+        memory.update_thread("new", title="named")
+        memory.save_messages([{"thread_id": "new", "role": "user", "content": "y"}])
+        assert memory.get_thread_by_id("new").title == "named"
+    assert memory.get_thread_by_id("new").title == "named"
+    assert len(memory.recall("new").messages) == 2

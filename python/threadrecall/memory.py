@@ -366,7 +366,7 @@ class Memory:
                     "message a resource_id"
                 )
             missing[m.thread_id] = Thread(id=m.thread_id, resource_id=m.resource_id)
-        threads.update(self.storage.save_threads(list(missing.values())))
+        threads.update(self.storage.create_threads(list(missing.values())))
         return threads
 
     acreate_thread = async_twin(create_thread)

@@ -46,6 +46,7 @@ class Database:
         self._local = threading.local()
         self._depth = 0
         self._pending: list[Callable[[], None]] = []
+        self._scratch: dict[str, Any] = {}
         self._writer: duckdb.DuckDBPyConnection | None = None
         self._owner: int | None = None
 
@@ -57,6 +58,11 @@ class Database:
     def in_transaction(self) -> bool:
         """Whether this thread is inside ``transaction()`` (reads may see uncommitted rows)."""
         return self._writer is not None and self._owner == threading.get_ident()
+
+    @property
+    def scratch(self) -> dict[str, Any]:
+        """Notes about the open transaction's own writes, dropped when it commits or rolls back."""
+        return self._scratch
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's read cursor (inside a transaction: the transaction's connection)."""
@@ -92,6 +98,7 @@ class Database:
             finally:
                 self._depth = 0
                 self._writer = self._owner = None
+                self._scratch = {}
             pending, self._pending = self._pending, []
             for callback in pending:
                 callback()

@@ -166,8 +166,9 @@ class DuckDBStorage:
         """The existing threads among ``thread_ids``, by id (cached, else one query)."""
         found: dict[str, Thread] = {}
         missing = []
+        created = self._created_threads()
         for thread_id in dict.fromkeys(thread_ids):
-            thread = self._threads.get(thread_id)
+            thread = created.get(thread_id) or self._threads.get(thread_id)
             if thread is None:
                 missing.append(thread_id)
             else:
@@ -192,17 +193,8 @@ class DuckDBStorage:
         """Insert or replace threads in one statement; returns them as stored, by id."""
         if not threads:
             return {}
-        now = _now()
-        table = pa.table({
-            "id": [t.id for t in threads],
-            "resource_id": [t.resource_id for t in threads],
-            "title": [t.title or "" for t in threads],
-            "metadata": [dumps(t.metadata or {}) for t in threads],
-            "created_at": pa.array([t.created_at or now for t in threads], pa.timestamp("us", tz="UTC")),
-            "updated_at": pa.array([t.updated_at or now for t in threads], pa.timestamp("us", tz="UTC")),
-        })
         with self.db.transaction() as tx:
-            tx.register("incoming_threads", table)
+            tx.register("incoming_threads", _thread_table(threads))
             try:
                 rows = tx.execute(
                     """
@@ -217,6 +209,25 @@ class DuckDBStorage:
                 tx.unregister("incoming_threads")
             self._forget_threads(row[0] for row in rows)
         return {row[0]: _thread(row) for row in rows}
+
+    def create_threads(self, threads: Sequence[Thread]) -> dict[str, Thread]:
+        """Insert threads the caller found missing in its open transaction: a plain insert, far
+        cheaper than ``save_threads``' upsert. Messages saved to them in the same transaction
+        leave them as created (``updated_at`` is already now)."""
+        if not threads:
+            return {}
+        now = _now()
+        made = {t.id: Thread(t.id, t.resource_id, t.title or "", t.metadata or {}, t.created_at or now,
+                             t.updated_at or now) for t in threads}
+        with self.db.transaction() as tx:
+            tx.register("incoming_threads", _thread_table(list(made.values())))
+            try:
+                tx.execute("INSERT INTO threads SELECT * FROM incoming_threads")
+            finally:
+                tx.unregister("incoming_threads")
+            self._created_threads().update(made)
+            self.db.on_commit(lambda: self._threads.put(made.values()))
+        return made
 
     def update_thread(self, thread_id: str, *, title: str | None = None,
                       metadata: Mapping[str, Any] | None = None) -> Thread:
@@ -394,6 +405,9 @@ class DuckDBStorage:
     def _touch_threads(self, tx: Any, thread_ids: set[str]) -> None:
         """Set ``updated_at = now`` on these threads; once committed, they are cached as they
         are now, so the next write to them needs no read."""
+        thread_ids = thread_ids - self._created_threads().keys()
+        if not thread_ids:
+            return
         now = _now()
         tx.execute("UPDATE threads SET updated_at = ? WHERE id IN (SELECT unnest(?))",
                    [now, sorted(thread_ids)])
@@ -402,10 +416,17 @@ class DuckDBStorage:
         self._forget_threads(thread_ids)
         self.db.on_commit(lambda: self._threads.put(touched))
 
+    def _created_threads(self) -> dict[str, Thread]:
+        """Threads created by the open transaction and not changed since, by id."""
+        return self.db.scratch.setdefault("created_threads", {}) if self.db.in_transaction else {}
+
     def _forget_threads(self, thread_ids: Iterable[str]) -> None:
         """Drop changed threads from the cache now and again once the change commits."""
         ids = list(thread_ids)
         self._threads.drop(ids)
+        created = self._created_threads()
+        for thread_id in ids:
+            created.pop(thread_id, None)
         self.db.on_commit(lambda: self._threads.drop(ids))
 
     def _mirror(self, messages: Sequence[Message], seqs: Sequence[int], payloads: list[str]) -> None:
@@ -451,6 +472,18 @@ def _message_table(messages: Sequence[Message], seqs: Sequence[int], contents: l
         "metadata": metadatas,
         "created_at": pa.array([to_micros(m.created_at) for m in messages], pa.timestamp("us", tz="UTC")),
         "seq": pa.array(seqs, pa.int64()),
+    })
+
+
+def _thread_table(threads: Sequence[Thread]) -> pa.Table:
+    now = _now()
+    return pa.table({
+        "id": [t.id for t in threads],
+        "resource_id": [t.resource_id for t in threads],
+        "title": [t.title or "" for t in threads],
+        "metadata": [dumps(t.metadata or {}) for t in threads],
+        "created_at": pa.array([t.created_at or now for t in threads], pa.timestamp("us", tz="UTC")),
+        "updated_at": pa.array([t.updated_at or now for t in threads], pa.timestamp("us", tz="UTC")),
     })
 
 
