@@ -8,6 +8,7 @@ pub mod error;
 pub mod filter;
 pub mod hnsw;
 pub mod index;
+pub mod json;
 pub mod lexical;
 pub mod persist;
 pub mod planner;

@@ -12,6 +12,7 @@ use crate::context::{
 };
 use crate::error::CoreError;
 use crate::filter::{Filter, Input, Record, Value, MAX_DEPTH};
+use crate::json;
 
 pyo3::import_exception!(threadrecall.errors, InvalidFilterError);
 pyo3::import_exception!(threadrecall.errors, FilterTypeError);
@@ -36,6 +37,7 @@ impl From<CoreError> for PyErr {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(compact_json, m)?)?;
     m.add_function(wrap_pyfunction!(validate_metadata_filter, m)?)?;
     m.add_function(wrap_pyfunction!(validate_vector_filter, m)?)?;
     m.add_function(wrap_pyfunction!(matches_metadata_filter, m)?)?;
@@ -130,6 +132,74 @@ fn record_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Record> {
         record.set(&key.to_string_lossy(), value);
     }
     Ok(record)
+}
+
+/// Nesting beyond which `compact_json` leaves a value to Python (whose encoder reports cycles).
+const MAX_JSON_DEPTH: usize = 64;
+
+/// `value` as the compact JSON text Python's `json` writes (`separators=(",", ":")`,
+/// `ensure_ascii=False`); `None` for what only Python's encoder knows how to handle: other
+/// types, subclasses of dict, list and tuple, non-string keys, integers beyond 64 bits,
+/// unpaired surrogates, deep nesting.
+#[pyfunction]
+fn compact_json(value: &Bound<'_, PyAny>) -> Option<String> {
+    let mut out = String::new();
+    write_json(&mut out, value, 0).then_some(out)
+}
+
+fn write_json(out: &mut String, value: &Bound<'_, PyAny>, depth: usize) -> bool {
+    if value.is_none() {
+        out.push_str("null");
+    } else if let Ok(flag) = value.cast::<PyBool>() {
+        out.push_str(if flag.is_true() { "true" } else { "false" });
+    } else if let Ok(int) = value.cast::<PyInt>() {
+        let Ok(int) = int.extract::<i64>() else {
+            return false;
+        };
+        out.push_str(&int.to_string());
+    } else if let Ok(float) = value.cast::<PyFloat>() {
+        json::write_f64(out, float.value());
+    } else if let Ok(text) = value.cast::<PyString>() {
+        let Ok(text) = text.to_str() else {
+            return false;
+        };
+        json::write_str(out, text);
+    } else if depth == MAX_JSON_DEPTH {
+        return false;
+    } else if let Ok(dict) = value.cast_exact::<PyDict>() {
+        out.push('{');
+        for (n, (key, item)) in dict.iter().enumerate() {
+            let Some(key) = key.cast::<PyString>().ok().and_then(|k| k.to_str().ok()) else {
+                return false;
+            };
+            if n > 0 {
+                out.push(',');
+            }
+            json::write_str(out, key);
+            out.push(':');
+            if !write_json(out, &item, depth + 1) {
+                return false;
+            }
+        }
+        out.push('}');
+    } else if value.is_exact_instance_of::<PyList>() || value.is_exact_instance_of::<PyTuple>() {
+        out.push('[');
+        let Ok(items) = value.try_iter() else {
+            return false;
+        };
+        for (n, item) in items.enumerate() {
+            if n > 0 {
+                out.push(',');
+            }
+            if !item.is_ok_and(|item| write_json(out, &item, depth + 1)) {
+                return false;
+            }
+        }
+        out.push(']');
+    } else {
+        return false;
+    }
+    true
 }
 
 /// Parses JSON metadata texts without the GIL.

@@ -7,6 +7,9 @@ __version__: str
 Row = tuple[str, str, str | None, int, int, str]
 """A timeline message: (id, thread_id, resource_id, created_at_us, seq, payload)."""
 
+def compact_json(value: Any) -> str | None:
+    """Compact JSON text as Python's ``json`` writes it; None when only Python's encoder can."""
+
 def validate_metadata_filter(obj: Any) -> None:
     """Check recall's ``filter.metadata``; raise InvalidFilterError or FilterTypeError."""
 

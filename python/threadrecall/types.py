@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from . import _core
+
 __all__ = [
     "Role",
     "MessageContent",
@@ -281,9 +283,11 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=s
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON used for every stored JSON column.
+    """Compact JSON used for every stored JSON column (written by the core; what only Python's
+    encoder handles, such as other types, which it writes as ``str``, goes to it).
 
     >>> dumps({"a": [1, "é"]})
     '{"a":[1,"é"]}'
     """
-    return _ENCODER.encode(value)
+    text = _core.compact_json(value)
+    return _ENCODER.encode(value) if text is None else text
