@@ -92,6 +92,32 @@ def test_lagging_file_is_caught_up(tmp_path):
         assert store.query("docs", extra[2], top_k=1)[0].id == "new2"
 
 
+@pytest.mark.parametrize("file_from", ["before the deletions", "between deletion and re-adding"])
+def test_a_lagging_file_catches_up_ids_deleted_and_added_again(tmp_path, file_from):
+    db = tmp_path / "m.duckdb"
+    build(db)
+    index_file = tmp_path / "m.duckdb.docs.hnsw"
+    again = unit(11, 3)
+    with HnswVectorStore(db) as store:
+        stale = index_file.read_bytes()
+        store.delete_vectors("docs", ids=["v20", "v21", "v22"])
+        if file_from != "before the deletions":
+            store.flush()
+            stale = index_file.read_bytes()
+        store.upsert("docs", again, ids=["v20", "v21", "v22"], metadata=[{"thread_id": "t1"}] * 3)
+        store.delete_vectors("docs", ids=["v22"])  # deleted, added, deleted
+        want = answers(store, unit(103, 8))
+        index_file.write_bytes(stale)  # as if the later saves never ran
+        store._loaded.clear()  # noqa: SLF001 - simulate a fresh process without closing
+    with HnswVectorStore(db) as store:
+        assert answers(store, unit(103, 8)) == want
+        for i in (0, 1):
+            hit = store.query("docs", again[i], top_k=1, filter={"thread_id": "t1"})[0]
+            assert hit.id == f"v2{i}" and hit.score == pytest.approx(1.0)
+        assert "v22" not in {r.id for r in store.query("docs", again[2], top_k=20)}
+        assert store.describe_index("docs").count == 500 - 2 - 1
+
+
 CHILD = textwrap.dedent(
     """
     import sys

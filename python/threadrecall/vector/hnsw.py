@@ -416,11 +416,6 @@ class HnswVectorStore:
                     "position FROM vector_batch",
                     [name, generation],
                 )
-                tx.execute(
-                    "DELETE FROM vector_deletions WHERE index_name = ? AND id IN "
-                    "(SELECT id FROM vector_batch)",
-                    [name],
-                )
             finally:
                 tx.unregister("vector_batch")
             self.db.on_commit(
@@ -700,7 +695,8 @@ class HnswVectorStore:
         return _core.VectorIndex(dimension, metric, m=self.m, ef_construction=self.ef_construction)
 
     def _catch_up(self, name: str, loaded: _Loaded, generation: int) -> None:
-        """Replays deletions, then rows, written after the index's generation."""
+        """Replays deletions, then rows, written after the index's generation. In that order,
+        an id deleted and written again (its deletion record is kept) ends up present."""
         cur = self.db.cursor()
         since = loaded.generation
         gone = cur.execute(
