@@ -35,7 +35,10 @@ _WORD_BYTE[ord("A") : ord("Z") + 1] = True
 _WORD_BYTE[0x80:] = True
 
 _SEPARATOR = b"\n"  # not a word byte, so no word spans two texts
-_CHUNK_TEXTS = 1024  # texts hashed per pass: keeps the scratch matrix in cache
+# Texts hashed per pass. Larger passes are a little faster alone, but their scratch arrays
+# (megabytes) are mapped fresh and returned to the system on every call, and with another
+# thread busy (the vector linker) those page faults and unmappings cost far more.
+_CHUNK_TEXTS = 128
 
 
 def _mix(keys: np.ndarray) -> np.ndarray:
