@@ -244,3 +244,18 @@ def test_a_thread_changed_after_its_creation_in_one_transaction_is_read_as_chang
         assert memory.get_thread_by_id("new").title == "named"
     assert memory.get_thread_by_id("new").title == "named"
     assert len(memory.recall("new").messages) == 2
+
+
+def test_a_touched_thread_is_read_as_touched_inside_its_transaction_and_as_before_after_a_rollback(memory):
+    memory.create_thread("r1", thread_id="t1")
+    memory.save_messages([{"thread_id": "t1", "role": "user", "content": "first"}])
+    before = memory.get_thread_by_id("t1")  # cached
+    with pytest.raises(RuntimeError), memory.storage.db.transaction():
+        memory.save_messages([{"thread_id": "t1", "role": "user", "content": "second"}])
+        assert memory.get_thread_by_id("t1").updated_at > before.updated_at
+        raise RuntimeError("abandon")
+    assert memory.get_thread_by_id("t1") == before
+    memory.save_messages([{"thread_id": "t1", "role": "user", "content": "third"}])
+    after = memory.get_thread_by_id("t1")
+    assert after.updated_at > before.updated_at
+    assert memory.storage.db.fetch_one("SELECT updated_at FROM threads WHERE id = 't1'")[0] == after.updated_at

@@ -164,15 +164,11 @@ class DuckDBStorage:
 
     def get_threads(self, thread_ids: Iterable[str]) -> dict[str, Thread]:
         """The existing threads among ``thread_ids``, by id (cached, else one query)."""
-        found: dict[str, Thread] = {}
-        missing = []
-        created = self._created_threads()
-        for thread_id in dict.fromkeys(thread_ids):
-            thread = created.get(thread_id) or self._threads.get(thread_id)
-            if thread is None:
-                missing.append(thread_id)
-            else:
-                found[thread_id] = thread
+        wanted = dict.fromkeys(thread_ids)
+        written = self._written_threads()
+        found = {i: written[i] for i in wanted if i in written}
+        found.update(self._threads.get_many(i for i in wanted if i not in found))
+        missing = [i for i in wanted if i not in found]
         if missing:
             rows = self.db.cursor().execute(
                 "SELECT id, resource_id, title, metadata, created_at, updated_at FROM threads "
@@ -225,7 +221,7 @@ class DuckDBStorage:
                 tx.execute("INSERT INTO threads SELECT * FROM incoming_threads")
             finally:
                 tx.unregister("incoming_threads")
-            self._created_threads().update(made)
+            self._written_threads().update(made)
             self.db.on_commit(lambda: self._threads.put(made.values()))
         return made
 
@@ -405,28 +401,30 @@ class DuckDBStorage:
     def _touch_threads(self, tx: Any, thread_ids: set[str]) -> None:
         """Set ``updated_at = now`` on these threads; once committed, they are cached as they
         are now, so the next write to them needs no read."""
-        thread_ids = thread_ids - self._created_threads().keys()
+        written = self._written_threads()
+        thread_ids = thread_ids - written.keys()  # created or touched by this transaction: now
         if not thread_ids:
             return
         now = _now()
         tx.execute("UPDATE threads SET updated_at = ? WHERE id IN (SELECT unnest(?))",
                    [now, sorted(thread_ids)])
-        touched = [Thread(t.id, t.resource_id, t.title, t.metadata, t.created_at, now)  # replace() is slow
-                   for t in self.get_threads(thread_ids).values()]
-        self._forget_threads(thread_ids)
-        self.db.on_commit(lambda: self._threads.put(touched))
+        touched = {t.id: Thread(t.id, t.resource_id, t.title, t.metadata, t.created_at, now)  # replace() is slow
+                   for t in self.get_threads(thread_ids).values()}
+        written.update(touched)
+        self.db.on_commit(lambda: self._threads.put(touched.values()))
 
-    def _created_threads(self) -> dict[str, Thread]:
-        """Threads created by the open transaction and not changed since, by id."""
-        return self.db.scratch.setdefault("created_threads", {}) if self.db.in_transaction else {}
+    def _written_threads(self) -> dict[str, Thread]:
+        """Threads as the open transaction wrote them (created or touched), by id. Its reads
+        see them; the cache gets them only once it commits."""
+        return self.db.scratch.setdefault("written_threads", {}) if self.db.in_transaction else {}
 
     def _forget_threads(self, thread_ids: Iterable[str]) -> None:
         """Drop changed threads from the cache now and again once the change commits."""
         ids = list(thread_ids)
         self._threads.drop(ids)
-        created = self._created_threads()
+        written = self._written_threads()
         for thread_id in ids:
-            created.pop(thread_id, None)
+            written.pop(thread_id, None)
         self.db.on_commit(lambda: self._threads.drop(ids))
 
     def _mirror(self, messages: Sequence[Message], seqs: Sequence[int], payloads: list[str]) -> None:

@@ -22,11 +22,18 @@ class ThreadCache:
         self._lock = threading.Lock()
 
     def get(self, thread_id: str) -> Thread | None:
+        return self.get_many([thread_id]).get(thread_id)
+
+    def get_many(self, thread_ids: Iterable[str]) -> dict[str, Thread]:
+        """The cached threads among ``thread_ids``, by id."""
+        found = {}
         with self._lock:
-            thread = self._items.get(thread_id)
-            if thread is not None:
-                self._items.move_to_end(thread_id)
-            return thread
+            for thread_id in thread_ids:
+                thread = self._items.get(thread_id)
+                if thread is not None:
+                    self._items.move_to_end(thread_id)
+                    found[thread_id] = thread
+        return found
 
     def put(self, threads: Iterable[Thread]) -> None:
         with self._lock:
