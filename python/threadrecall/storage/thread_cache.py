@@ -1,6 +1,6 @@
 """A bounded LRU of committed threads, so ownership checks and lookups skip the database.
 
-Only committed state goes in: entries are dropped when a transaction that changes them
+Only committed state goes in: entries are replaced or dropped when a transaction that changes them
 commits, and nothing read inside an open transaction is cached (it might roll back).
 """
 
