@@ -11,7 +11,6 @@ from datetime import datetime, timezone
 from enum import IntEnum
 
 import pytest
-
 from threadrecall import _core
 from threadrecall.types import dumps
 
