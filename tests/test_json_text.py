@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from enum import IntEnum
 
 import pytest
+
 from threadrecall import _core
 from threadrecall.types import dumps
 
