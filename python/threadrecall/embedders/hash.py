@@ -35,9 +35,9 @@ _WORD_BYTE[ord("A") : ord("Z") + 1] = True
 _WORD_BYTE[0x80:] = True
 
 _SEPARATOR = b"\n"  # not a word byte, so no word spans two texts
-# Texts hashed per pass. Larger passes are a little faster alone, but their scratch arrays
-# (megabytes) are mapped fresh and returned to the system on every call, and with another
-# thread busy (the vector linker) those page faults and unmappings cost far more.
+# Texts hashed per pass. Larger passes are a little faster alone, but their scratch arrays run
+# to megabytes, which the allocator tends to map fresh and hand back on each call; with another
+# thread busy (the vector linker) those page faults cost more than the passes save.
 _CHUNK_TEXTS = 128
 
 

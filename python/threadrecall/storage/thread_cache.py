@@ -1,7 +1,7 @@
 """A bounded LRU of committed threads, so ownership checks and lookups skip the database.
 
-Only committed state goes in: entries are replaced or dropped when a transaction that changes them
-commits, and nothing read inside an open transaction is cached (it might roll back).
+Only committed state goes in: entries are replaced or dropped when a transaction that changes
+them commits, and nothing read inside an open transaction is cached (it might roll back).
 """
 
 from __future__ import annotations
@@ -20,9 +20,6 @@ class ThreadCache:
         self.capacity = capacity
         self._items: OrderedDict[str, Thread] = OrderedDict()
         self._lock = threading.Lock()
-
-    def get(self, thread_id: str) -> Thread | None:
-        return self.get_many([thread_id]).get(thread_id)
 
     def get_many(self, thread_ids: Iterable[str]) -> dict[str, Thread]:
         """The cached threads among ``thread_ids``, by id."""
