@@ -313,11 +313,18 @@ def history_paths(size: Size, workdir: Path) -> tuple[list[str], dict[str, Timin
     return rows, timings
 
 
+INGEST_BATCH = 1_000
+UPKEEP_BATCH = 1_000
+
+
 def semantic_recall(size: Size) -> tuple[list[str], dict[str, Timing]]:
     n = size.semantic_messages
     memory = Memory(embedder=HashEmbedder(dim=384), options={"last_messages": 10, "semantic_recall": {
         "top_k": 4, "message_range": 1}})
-    _, saved = cv.timed(lambda: import_messages(memory, fixtures.conversation(n), total=n, batch=5_000))
+    started = time.perf_counter()  # wall time: the graph links on a second thread meanwhile
+    import_messages(memory, fixtures.conversation(n), total=n, batch=INGEST_BATCH)
+    saved = time.perf_counter() - started
+    memory.vector.link()  # measure the steady state: every vector in the graph
     threads = max(1, n // 100)
     rng = random.Random(2)
     topics = ["billing", "support", "travel", "books", "food"]
@@ -326,8 +333,10 @@ def semantic_recall(size: Size) -> tuple[list[str], dict[str, Timing]]:
     _, built = cv.timed(memory.storage.lexical)
     rows = [
         SECTIONS[4], "",
-        f"{n:,} messages embedded with HashEmbedder (384-d) in {saved:.1f} s ({n / saved:,.0f} messages/s, "
-        "HNSW write included); each call embeds the query (cached after its first use), searches, "
+        f"{n:,} messages saved in batches of {INGEST_BATCH:,} with semantic recall on (HashEmbedder, "
+        f"384-d) in {saved:.1f} s of wall time: {n / saved:,.0f} messages/s, embedding and the DuckDB and "
+        "HNSW writes included, while a background thread links the vectors into the graph. Once the "
+        "graph holds them all, each call embeds the query (cached after its first use), searches, "
         "expands neighbours and reads the last 10 messages: `recall(thread, resource_id=..., "
         f"vector_search_string=...)` with top_k 4, message_range 1. {size.calls:,} calls per row.", "",
         "| mode | scope | median µs | p95 | p99 | calls/s |",
@@ -351,9 +360,6 @@ def semantic_recall(size: Size) -> tuple[list[str], dict[str, Timing]]:
              f"({with_index.median_us / without.median_us - 1:+.0%}). Keeping it is cheap; building it "
              "would slow every open, so it is built on the first lexical or hybrid recall, not at open.", ""]
     return rows, timings
-
-
-UPKEEP_BATCH = 1_000
 
 
 def lexical_upkeep(size: Size) -> tuple[Timing, Timing]:
