@@ -164,10 +164,10 @@ class DuckDBStorage:
 
     def get_threads(self, thread_ids: Iterable[str]) -> dict[str, Thread]:
         """The existing threads among ``thread_ids``, by id (cached, else one query)."""
-        wanted = dict.fromkeys(thread_ids)
-        written = self._written_threads()
-        found = {i: written[i] for i in wanted if i in written}
-        found.update(self._threads.get_many(i for i in wanted if i not in found))
+        wanted = list(dict.fromkeys(thread_ids))
+        found = self._threads.get_many(wanted)
+        if written := self._written_threads():  # newer than the cache's committed versions
+            found.update((i, written[i]) for i in wanted if i in written)
         missing = [i for i in wanted if i not in found]
         if missing:
             rows = self.db.cursor().execute(
