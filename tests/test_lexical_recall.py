@@ -9,11 +9,10 @@ from datetime import timedelta
 
 import pytest
 
-from threadrecall import Memory, _core
+from threadrecall import Memory, _core, hybrid
+from threadrecall.config import SemanticRecallConfig
 from threadrecall.embedders import HashEmbedder
 from threadrecall.errors import ConfigurationError, InvalidArgumentError
-from threadrecall import hybrid
-from threadrecall.config import SemanticRecallConfig
 from threadrecall.storage import DuckDBStorage
 
 from conftest import T0

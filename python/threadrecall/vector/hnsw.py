@@ -534,12 +534,8 @@ class HnswVectorStore:
     def flush(self) -> None:
         """Save every index whose file lags behind the database or the linking (vectors
         still waiting to be linked are saved as waiting)."""
-        if self.db.in_memory:
-            return
-        with self._lock:
-            stale = [(name, loaded) for name, loaded in self._loaded.items() if loaded.stale]
-        for name, loaded in stale:
-            self._save(name, loaded)
+        if not self.db.in_memory:
+            self._save_where(lambda loaded: loaded.stale)
 
     def close(self) -> None:
         """Stop the background linker, save the index files, and close the database if this
@@ -607,19 +603,19 @@ class HnswVectorStore:
     def _advance(self, name: str, loaded: _Loaded, generation: int, changes: int) -> None:
         loaded.generation = generation
         loaded.changes += changes
-        if self._linker is None:  # no background thread to save when idle: save as writes go
-            self._save_if_due(name, loaded)
+        if self._linker is None and self._is_due(loaded):  # no background thread to save when idle
+            self._save(name, loaded)
 
     def _save_due(self) -> None:
         """Save the index files that lag by enough changes (the linker calls this when idle,
         holding no lock, so writes go on while a file is written)."""
-        with self._lock:
-            due = [(name, loaded) for name, loaded in self._loaded.items() if self._is_due(loaded)]
-        for name, loaded in due:
-            self._save(name, loaded)
+        self._save_where(self._is_due)
 
-    def _save_if_due(self, name: str, loaded: _Loaded) -> None:
-        if self._is_due(loaded):
+    def _save_where(self, wanted: Callable[[_Loaded], bool]) -> None:
+        """Save the loaded indexes ``wanted`` picks (chosen under the lock, saved outside it)."""
+        with self._lock:
+            chosen = [(name, loaded) for name, loaded in self._loaded.items() if wanted(loaded)]
+        for name, loaded in chosen:
             self._save(name, loaded)
 
     def _is_due(self, loaded: _Loaded) -> bool:
