@@ -10,7 +10,7 @@ import pytest
 
 from conftest import kill_after_acks
 from threadrecall import _core
-from threadrecall.storage.connection import Database
+from threadrecall.storage.duckdb import Database
 from threadrecall.vector import HnswVectorStore
 from threadrecall.vector.hnsw import MIGRATIONS
 

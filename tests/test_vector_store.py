@@ -14,7 +14,7 @@ from threadrecall.errors import (
     InvalidArgumentError,
     InvalidFilterError,
 )
-from threadrecall.storage.connection import Database
+from threadrecall.storage.duckdb import Database
 from threadrecall.types import IndexStats
 from threadrecall.vector import HnswVectorStore, VectorStore
 

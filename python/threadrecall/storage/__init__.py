@@ -1,6 +1,6 @@
 """Storage backends. DuckDB is the embedded default."""
 
-from .connection import Database
+from .duckdb import Database
 from .duckdb import DuckDBStorage
 
 __all__ = ["Database", "DuckDBStorage"]

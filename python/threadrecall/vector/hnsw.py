@@ -42,7 +42,7 @@ from ..errors import (
     IndexNotFoundError,
     InvalidArgumentError,
 )
-from ..storage.connection import Database
+from ..storage.duckdb import Database
 from ..types import IndexStats, QueryResult, dumps
 
 __all__ = ["HnswVectorStore"]

@@ -20,10 +20,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from .. import _core
-from ..config import is_count
-from ..errors import InvalidArgumentError, ThreadNotFoundError
-from ..types import (
+from ... import _core
+from ...config import is_count
+from ...errors import InvalidArgumentError, ThreadNotFoundError
+from ...types import (
     Message,
     MessageContent,
     Resource,
@@ -33,9 +33,9 @@ from ..types import (
     search_text,
     to_utc,
 )
-from .connection import Database
-from .thread_cache import ThreadCache
-from .thread_filter import thread_filter_sql, validate_thread_filter
+from .database import Database
+from ..thread_cache import ThreadCache
+from ..thread_filter import thread_filter_sql, validate_thread_filter
 
 __all__ = ["DuckDBStorage", "MessageRow"]
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import duckdb
 
-from ..errors import ConfigurationError
+from ...errors import ConfigurationError
 
 __all__ = ["Database"]
 
