@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -49,11 +51,19 @@ RESOURCE_SCOPE_WITHOUT_RESOURCE = (
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# Set while an ``atransaction()`` is open in the current task: its calls then run on the task's
+# own thread, which holds the transaction, instead of in a worker thread.
+_IN_TRANSACTION: contextvars.ContextVar[bool] = contextvars.ContextVar("threadrecall_tx", default=False)
+
+
 def async_twin(method: F) -> F:
-    """The async twin of a blocking method: the same call, run in a worker thread."""
+    """The async twin of a blocking method: the same call, run in a worker thread (or, inside
+    ``atransaction()``, on the thread that holds the transaction)."""
 
     @functools.wraps(method)
     async def twin(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _IN_TRANSACTION.get():
+            return method(self, *args, **kwargs)
         return await asyncio.to_thread(method, self, *args, **kwargs)
 
     twin.__name__ = twin.__qualname__ = "a" + method.__name__
@@ -100,6 +110,28 @@ class Memory:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def transaction(self) -> Any:
+        """A context in which the calls made inside commit together or not at all.
+
+        >>> memory = Memory()
+        >>> with memory.transaction():
+        ...     _ = memory.create_thread("user-1", thread_id="t1")
+        ...     _ = memory.save_messages([{"thread_id": "t1", "role": "user", "content": "Hi"}])
+        >>> memory.recall("t1").total
+        1
+        """
+        return self.storage.transaction()
+
+    @contextlib.asynccontextmanager
+    async def atransaction(self) -> AsyncIterator[None]:
+        """The async twin of ``transaction``: ``async with memory.atransaction(): ...``."""
+        token = _IN_TRANSACTION.set(True)
+        try:
+            with self.transaction():
+                yield
+        finally:
+            _IN_TRANSACTION.reset(token)
+
     @property
     def _embeds(self) -> bool:
         """Whether saved messages are embedded (semantic recall is on)."""
@@ -143,7 +175,7 @@ class Memory:
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread with its messages (a missing thread is not an error)."""
         check_thread_id(thread_id)
-        with self.storage.db.transaction():
+        with self.storage.transaction():
             gone = self.storage.thread_messages(thread_id) if self.index is not None else []
             self.storage.delete_thread(thread_id)
             if gone:
@@ -162,7 +194,7 @@ class Memory:
         latest = {m.id: m for m in map(incoming_message, _sequence(messages, "messages")) if m.role != "system"}
         incoming = [m for m in map(strip_working_memory, latest.values()) if m is not None]
         embedded = self.index.prepare(incoming) if self._embeds else None
-        with self.storage.db.transaction():
+        with self.storage.transaction():
             threads = self._ensure_threads(incoming)
             incoming = [
                 m if m.resource_id is not None else replace(m, resource_id=threads[m.thread_id].resource_id)
@@ -187,7 +219,7 @@ class Memory:
         Unknown ids are skipped. Moving a message to another thread is allowed.
         """
         updates = [_update_of(m) for m in _sequence(messages, "messages")]
-        with self.storage.db.transaction():
+        with self.storage.transaction():
             changed, moved, before = [], [], []
             for patch in updates:
                 current = self.storage.get_message(patch["id"])
@@ -220,7 +252,7 @@ class Memory:
             if not isinstance(item, str) or not item.strip():
                 raise InvalidArgumentError("All message IDs must be non-empty strings")
             flat.append(item)
-        with self.storage.db.transaction():
+        with self.storage.transaction():
             gone = self._stored(flat) if self.index is not None else []
             self.storage.delete_messages(flat)
             if gone:

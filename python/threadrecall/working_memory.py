@@ -106,7 +106,7 @@ class WorkingMemory:
         self._guard(thread_id, resource_id)
         if not isinstance(text, str):
             raise InvalidArgumentError("working_memory must be a string")
-        with self.storage.db.transaction():
+        with self.storage.transaction():
             self._write(thread_id, resource_id, text)
 
     def merge(self, thread_id: str, patch: Mapping[str, Any] | str, *,
@@ -127,7 +127,7 @@ class WorkingMemory:
             raise ConfigurationError(
                 "merging working memory atomically is not supported by this storage adapter "
                 "(it needs storage.db.transaction())")
-        with self.storage.db.transaction():
+        with self.storage.transaction():
             merged = deep_merge(_stored_object(self._read(thread_id, resource_id)), patch)
             self._write(thread_id, resource_id, json.dumps(merged, ensure_ascii=False))
         return merged
@@ -146,7 +146,7 @@ class WorkingMemory:
         if not isinstance(memory, str):
             raise InvalidArgumentError("working memory must be a string in Markdown mode")
         template = _normalise(self.template()["content"])  # type: ignore[index]
-        with self.storage.db.transaction():
+        with self.storage.transaction():
             current = self._read(thread_id, resource_id) or ""
             has_data = bool(current.strip()) and _normalise(current) != template
             if has_data and _normalise(memory) == template:

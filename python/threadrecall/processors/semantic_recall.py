@@ -80,7 +80,7 @@ class SemanticRecall:
             embedded = self.index.prepare(fresh)
             thread = self.storage.get_thread(thread_id)
             threads = {thread_id: thread} if thread else {}
-            with self.storage.db.transaction():
+            with self.storage.transaction():
                 stored = [old for m in fresh if (old := self.storage.get_message(m.id)) is not None]
                 self.index.write(embedded, {m.id: m for m in fresh}, threads, stored)
         except Exception:

@@ -157,6 +157,11 @@ class DuckDBStorage:
     def close(self) -> None:
         self.db.close()
 
+    def transaction(self) -> Any:
+        """A context in which every write commits together or not at all (nested calls join
+        the outermost one)."""
+        return self.db.transaction()
+
     # ----------------------------------------------------------------------------- threads
 
     def get_thread(self, thread_id: str) -> Thread | None:
