@@ -272,4 +272,4 @@ def test_each_mode_ranks_its_own_way(world, mode, embeds):
         [user("what should I cook for dinner")], thread_id="t1", resource_id="r1")
     assert [m.id for m in out] == ["m2", "new"]
     assert (["what should I cook for dinner"] in embedder.seen) is embeds
-    assert (storage._lexical is not None) is (mode != "vector")  # noqa: SLF001 - built on first use
+    assert storage.replica.has_lexical is (mode != "vector")  # built on first use

@@ -30,7 +30,9 @@ from .recall import (
     read_history,
 )
 from .semantic import MessageIndex
-from .storage.duckdb import DuckDBStorage, new_id
+from .storage.base import Storage
+from .storage.duckdb import DuckDBStorage
+from .storage.rows import new_id
 from .summarize import (
     SummarizeResult,
     asummarize_conversation,
@@ -80,7 +82,7 @@ class Memory:
     ['Hello']
     """
 
-    def __init__(self, storage: DuckDBStorage | None = None, vector: Any = None, embedder: Any = None,
+    def __init__(self, storage: Storage | None = None, vector: Any = None, embedder: Any = None,
                  options: MemoryConfig | Mapping[str, Any] | None = None) -> None:
         self.storage = storage if storage is not None else DuckDBStorage(":memory:")
         self.options = MemoryConfig.coerce(options)
@@ -363,7 +365,7 @@ class Memory:
 
     def _stored(self, ids: Iterable[str]) -> list[Message]:
         """The stored versions of the messages with these ids (unknown ids skipped)."""
-        return [m for i in ids if (m := self.storage.get_message(i)) is not None]
+        return self.storage.get_messages(ids)
 
     def _semantic_includes(self, query: str, semantic: Any, thread_id: str,
                            resource_id: str | None) -> list[Include]:

@@ -1,7 +1,8 @@
 """The history half of ``Memory.recall``: a page of a thread merged with included messages.
 
-Everything here reads the storage's in-memory timeline, so a page, a filtered page or an
-include with its neighbours costs a binary search in the Rust core, not a database query.
+Everything here reads through the storage protocol's ``page`` and ``window``: on DuckDB the
+in-memory replica answers them (a binary search in the Rust core, not a database query), on
+PostgreSQL one indexed query each.
 The rules follow the reference: the newest ``per_page`` messages when no order is given
 (queried newest-first, returned oldest-first), filters applied before ``total`` and paging,
 includes exempt from filters and not counted, the result de-duplicated and chronological.
@@ -15,7 +16,8 @@ from typing import Any
 
 from .config import is_count
 from .errors import InvalidArgumentError
-from .storage.duckdb import DuckDBStorage, MessageRow, message_of, to_micros
+from .storage.base import Storage
+from .storage.rows import MessageRow, message_of, to_micros
 from .types import Message, RecallResult, parse_time
 
 __all__ = ["Include", "HistoryQuery", "read_history", "check_thread_id", "parse_includes"]
@@ -98,14 +100,13 @@ def date_bounds(date_range: Mapping[str, Any] | None) -> dict[str, Any]:
     return bounds
 
 
-def read_history(storage: DuckDBStorage, q: HistoryQuery, includes: Sequence[Include]) -> RecallResult:
+def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include]) -> RecallResult:
     """One page of a thread plus its includes, with ``total`` and ``has_more``."""
-    timeline = storage.timeline
     resource = q.resource_id or None  # an empty resource id leaves the page unscoped
     bounds = date_bounds(q.date_range)
     filtered = bool(bounds) or bool(q.metadata)
     descending = _descending(q.order_by, q.per_page)
-    window = timeline.window([(i.id, i.before, i.after) for i in includes], resource) if includes else []
+    window = storage.window([(i.id, i.before, i.after) for i in includes], resource) if includes else []
 
     if q.per_page is not False and q.per_page == 0:
         return _result(window, [], 0, q.page, 0, False)
@@ -115,7 +116,7 @@ def read_history(storage: DuckDBStorage, q: HistoryQuery, includes: Sequence[Inc
 
     limit = None if q.per_page is False else q.per_page
     offset = 0 if q.per_page is False else q.page * q.per_page
-    rows, total = timeline.page(
+    rows, total = storage.page(
         q.thread_id, resource_id=resource, metadata=q.metadata or None,
         descending=descending, offset=offset, limit=limit, **bounds,
     )
@@ -134,7 +135,7 @@ def read_history(storage: DuckDBStorage, q: HistoryQuery, includes: Sequence[Inc
     return _result(window, rows, total, q.page, q.per_page, has_more)
 
 
-def _cursor_page(storage: DuckDBStorage, q: HistoryQuery, bounds: dict[str, Any],
+def _cursor_page(storage: Storage, q: HistoryQuery, bounds: dict[str, Any],
                  window: list[MessageRow]) -> RecallResult:
     """``per_page`` messages right after ``after_id`` or right before ``before_id``.
 
@@ -143,16 +144,16 @@ def _cursor_page(storage: DuckDBStorage, q: HistoryQuery, bounds: dict[str, Any]
     """
     if q.per_page is False:
         raise InvalidArgumentError("cursor paging needs an integer per_page")
-    rows, total = storage.timeline.page(
+    rows, total = storage.page(
         q.thread_id, resource_id=q.resource_id or None, metadata=q.metadata or None,
         limit=q.per_page, after_id=q.after_id, before_id=q.before_id, **bounds,
     )
     return _result(window, rows, total, 0, q.per_page, total > q.per_page)
 
 
-def _passing(storage: DuckDBStorage, q: HistoryQuery, bounds: dict[str, Any], ids: list[str]) -> set[str]:
+def _passing(storage: Storage, q: HistoryQuery, bounds: dict[str, Any], ids: list[str]) -> set[str]:
     """Which of ``ids`` (messages of the queried thread) pass the call's filters."""
-    rows, _ = storage.timeline.page(
+    rows, _ = storage.page(
         q.thread_id, resource_id=q.resource_id or None, metadata=q.metadata or None, **bounds,
     )
     wanted = set(ids)

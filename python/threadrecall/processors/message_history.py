@@ -7,7 +7,7 @@ from typing import Any
 
 from ..memory import Memory, async_twin, incoming_message
 from ..recall import HistoryQuery, read_history
-from ..storage.duckdb import DuckDBStorage
+from ..storage.base import Storage
 from ..types import Message
 
 __all__ = ["MessageHistory"]
@@ -19,7 +19,7 @@ class MessageHistory:
     id = "message-history"
     name = "MessageHistory"
 
-    def __init__(self, storage: DuckDBStorage, *, last_messages: int = 10) -> None:
+    def __init__(self, storage: Storage, *, last_messages: int = 10) -> None:
         self.storage = storage
         self.last_messages = last_messages
 

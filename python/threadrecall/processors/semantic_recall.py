@@ -12,7 +12,8 @@ from ..config import SemanticRecallConfig
 from ..hybrid import ranked_ids
 from ..memory import async_twin, incoming_message
 from ..semantic import MessageIndex
-from ..storage.duckdb import DuckDBStorage, message_of
+from ..storage.base import Storage
+from ..storage.rows import message_of
 from ..types import Message, MessageContent
 
 __all__ = ["SemanticRecall", "format_other_threads"]
@@ -33,7 +34,7 @@ class SemanticRecall:
     id = "semantic-recall"
     name = "SemanticRecall"
 
-    def __init__(self, storage: DuckDBStorage, vector: Any, embedder: Any, *, top_k: int = 4,
+    def __init__(self, storage: Storage, vector: Any, embedder: Any, *, top_k: int = 4,
                  message_range: int | Mapping[str, int] = 1, scope: str = "resource",
                  threshold: float | None = None, index_name: str | None = None,
                  logger: logging.Logger | None = None, mode: str = "vector") -> None:
@@ -95,7 +96,7 @@ class SemanticRecall:
         if not ids:
             return []
         before, after = config.range()
-        rows = self.storage.timeline.window([(i, before, after) for i in ids], resource_id or None)
+        rows = self.storage.window([(i, before, after) for i in ids], resource_id or None)
         return [message_of(r) for r in rows]
 
     aprocess_input = async_twin(process_input)

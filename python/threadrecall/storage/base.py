@@ -49,6 +49,31 @@ class Changes:
     def __bool__(self) -> bool:
         return bool(self.reset or self.upserted or self.deleted or self.deleted_threads)
 
+    @classmethod
+    def merged(cls, position: int, entries: Iterable["Changes"]) -> "Changes":
+        """Consecutive stretches of a feed as one, applicable in the order deleted threads,
+        deleted ids, upserts: a later write to an id overrides an earlier one.
+
+        >>> row = ("m1", "t1", None, 0, 1, "{}")
+        >>> Changes.merged(2, [Changes(1, upserted=[row]), Changes(2, deleted=["m1"])]).deleted
+        ['m1']
+        """
+        upserted: dict[str, MessageRow] = {}
+        deleted: dict[str, None] = {}
+        threads: dict[str, None] = {}
+        for entry in entries:
+            for thread_id in entry.deleted_threads:
+                threads[thread_id] = None
+                for mid in [m for m, row in upserted.items() if row[1] == thread_id]:
+                    del upserted[mid]
+            for mid in entry.deleted:
+                upserted.pop(mid, None)
+                deleted[mid] = None
+            for row in entry.upserted:
+                deleted.pop(row[0], None)
+                upserted[row[0]] = row
+        return cls(position, list(upserted.values()), list(deleted), list(threads))
+
 
 @runtime_checkable
 class Storage(Protocol):

@@ -60,6 +60,11 @@ class Database:
         return self._writer is not None and self._owner == threading.get_ident()
 
     @property
+    def lock(self) -> threading.RLock:
+        """The lock every write transaction holds (and commit callbacks run under)."""
+        return self._lock  # type: ignore[return-value]
+
+    @property
     def scratch(self) -> dict[str, Any]:
         """Notes about the open transaction's own writes, dropped when it commits or rolls back."""
         return self._scratch
