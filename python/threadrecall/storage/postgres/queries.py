@@ -93,11 +93,12 @@ CHANGES_SINCE = """
            WHERE c.position > %(position)s AND c.position <= (SELECT position FROM head)),
     latest AS (SELECT DISTINCT ON (ref) ref, kind FROM ch WHERE kind <> 't'
                ORDER BY ref, position DESC, n DESC)
-    SELECT 'h', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT position FROM head)
+    SELECT 'h', NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text,
+           NULL::bigint, (SELECT position FROM head)
     UNION ALL
-    SELECT DISTINCT 't', ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL::bigint FROM ch WHERE kind = 't'
+    SELECT DISTINCT 't', ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL::bigint, NULL::bigint FROM ch WHERE kind = 't'
     UNION ALL
-    SELECT 'd', ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM latest WHERE kind = 'd'
+    SELECT 'd', ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL::bigint, NULL::bigint FROM latest WHERE kind = 'd'
     UNION ALL
     SELECT 'u', """ + MESSAGE_COLUMNS + """
     FROM latest JOIN {s}.messages m ON m.id = latest.ref WHERE latest.kind = 'u'

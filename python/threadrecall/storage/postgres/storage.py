@@ -36,6 +36,7 @@ from .schema import migrate, quoted_schema
 __all__ = ["PostgresStorage"]
 
 _RETRIED = (errors.DeadlockDetected, errors.SerializationFailure)
+_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, default=str)
 
 
 def _now() -> datetime:
@@ -298,7 +299,7 @@ class PostgresStorage:
                 updated_at=now,
             )
             self._fetch(self._sql["SAVE_RESOURCE"] + " RETURNING id", {
-                "id": new.id, "working_memory": new.working_memory, "metadata": dumps(new.metadata),
+                "id": new.id, "working_memory": new.working_memory, "metadata": _json(new.metadata),
                 "created": new.created_at, "updated": new.updated_at})
         return new
 
@@ -310,10 +311,10 @@ class PostgresStorage:
 
     def get_messages(self, message_ids: Iterable[str]) -> list[Message]:
         """The stored messages among ``message_ids``, in the order asked (unknown ids skipped)."""
-        wanted = list(dict.fromkeys(message_ids))
+        wanted = list(message_ids)
         if not wanted:
             return []
-        rows = {r[0]: r for r in self._rows(self._sql["GET_MESSAGES"], {"ids": wanted})}
+        rows = {r[0]: r for r in self._rows(self._sql["GET_MESSAGES"], {"ids": list(set(wanted))})}
         return [message_of(rows[i]) for i in wanted if i in rows]
 
     def thread_messages(self, thread_id: str) -> list[Message]:
@@ -335,8 +336,8 @@ class PostgresStorage:
             "resources": [m.resource_id for m in latest],
             "roles": [m.role for m in latest],
             "types": [m.type for m in latest],
-            "contents": [dumps(m.content.to_dict()) for m in latest],
-            "metadatas": [dumps(m.metadata) for m in latest],
+            "contents": [_json(m.content.to_dict()) for m in latest],
+            "metadatas": [_json(m.metadata) for m in latest],
             "filters": [filter_form(m.metadata) for m in latest],
             "times": [to_micros(m.created_at) for m in latest],
             "now": _now(),
@@ -433,6 +434,18 @@ class PostgresStorage:
         return [_row(r) for r in self._fetch(query, params)]
 
 
+def _json(value: Any) -> str:
+    """The stored JSON text of a value; unpaired surrogates, which PostgreSQL's UTF-8 text
+    cannot hold, are written as escapes (read back as the same string)."""
+    text = dumps(value)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = _ASCII.encode(value)
+    return text
+
+
 def _row(r: Sequence[Any]) -> MessageRow:
     """(id, thread_id, resource_id, role, type, content, metadata, created_at, seq) as a row."""
     return (r[0], r[1], r[2], r[7], r[8], payload(r[3], r[4], r[5], r[6]))
@@ -449,7 +462,7 @@ def _thread_params(threads: Sequence[Thread]) -> dict[str, Any]:
         "ids": [t.id for t in threads],
         "resources": [t.resource_id for t in threads],
         "titles": [t.title or "" for t in threads],
-        "metadatas": [dumps(t.metadata or {}) for t in threads],
+        "metadatas": [_json(t.metadata or {}) for t in threads],
         "filters": [filter_form(t.metadata, exact_integers=True) for t in threads],
         "created": [t.created_at or now for t in threads],
         "updated": [t.updated_at or now for t in threads],
