@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from .. import _core
 from ..errors import (
+    ConfigurationError,
     DimensionMismatchError,
     IndexCorruptError,
     IndexNotFoundError,
@@ -251,6 +252,25 @@ class _Linker:
                 self._wake.wait(LINK_IDLE_WAIT)
 
 
+_STORES: dict[int, "HnswVectorStore"] = {}  # the open store of each database, by id(Database)
+_STORES_LOCK = threading.Lock()
+
+
+def _database_of(storage: Any) -> tuple[Database, Any]:
+    """The database a store keeps its vectors in, and the storage handle it opened for it
+    (None when the caller's storage is used)."""
+    if storage is None or isinstance(storage, (str, Path)):
+        from ..storage.duckdb import DuckDBStorage
+
+        handle = DuckDBStorage(":memory:" if storage is None else storage)
+        return handle.db, handle
+    if isinstance(storage, Database):
+        return storage, None
+    if isinstance(getattr(storage, "db", None), Database):
+        return storage.db, None
+    raise InvalidArgumentError("storage must be a DuckDBStorage, a Database, a database path or None")
+
+
 class HnswVectorStore:
     """Named vector indexes in DuckDB, searched through an in-memory HNSW graph.
 
@@ -269,6 +289,22 @@ class HnswVectorStore:
     while the store is open; without it they wait for ``link()`` (searches are exact either way).
     """
 
+    def __new__(cls, storage: Any = None, **settings: Any) -> HnswVectorStore:
+        db, handle = _database_of(storage)
+        with _STORES_LOCK:
+            store = _STORES.get(id(db)) if not db.in_memory or handle is None else None
+            if store is None:
+                store = super().__new__(cls)
+                store._opens = 0
+                store._handles = []
+                store.db = db
+                if handle is None or not db.in_memory:
+                    _STORES[id(db)] = store
+            store._opens += 1
+            if handle is not None:
+                store._handles.append(handle)
+            return store
+
     def __init__(
         self,
         storage: Any = None,
@@ -278,31 +314,33 @@ class HnswVectorStore:
         ef_search: int | None = None,
         background_linking: bool = True,
     ) -> None:
-        for label, value in (("m", m), ("ef_construction", ef_construction)):
-            if not _is_int(value) or value < 1:
-                raise InvalidArgumentError(f"{label} must be a positive integer, got {value!r}")
-        if ef_search is not None and (not _is_int(ef_search) or ef_search < 1):
-            raise InvalidArgumentError(f"ef_search must be a positive integer or None, got {ef_search!r}")
-        self._owns_db = False
-        if storage is None or isinstance(storage, (str, Path)):
-            self.db = Database(":memory:" if storage is None else storage)
-            self._owns_db = True
-        elif isinstance(storage, Database):
-            self.db = storage
-        elif isinstance(getattr(storage, "db", None), Database):
-            self.db = storage.db
-        else:
-            raise InvalidArgumentError(
-                "storage must be a DuckDBStorage, a Database, a database path or None"
-            )
-        self.m, self.ef_construction, self.ef_search = m, ef_construction, ef_search
-        self._lock = threading.RLock()
-        self._loaded: dict[str, _Loaded] = {}
-        self._uncommitted: dict[str, set[str]] = {}  # ids upserted by the open transaction
-        self._linker = _Linker(self._loaded, _weakly(self._save_due)) if background_linking else None
-        if self._linker is not None:
-            weakref.finalize(self, self._linker.stop)
-        self.db.migrate("vector", MIGRATIONS)
+        settings = (m, ef_construction, ef_search, background_linking)
+        if hasattr(self, "_settings"):  # this database's store is already open: share it
+            if settings != self._settings:
+                self.close()
+                raise ConfigurationError(
+                    "an HnswVectorStore with other settings is already open on this database; "
+                    "open it with the same m, ef_construction, ef_search and background_linking")
+            return
+        try:
+            for label, value in (("m", m), ("ef_construction", ef_construction)):
+                if not _is_int(value) or value < 1:
+                    raise InvalidArgumentError(f"{label} must be a positive integer, got {value!r}")
+            if ef_search is not None and (not _is_int(ef_search) or ef_search < 1):
+                raise InvalidArgumentError(
+                    f"ef_search must be a positive integer or None, got {ef_search!r}")
+            self.m, self.ef_construction, self.ef_search = m, ef_construction, ef_search
+            self._lock = threading.RLock()
+            self._loaded: dict[str, _Loaded] = {}
+            self._uncommitted: dict[str, set[str]] = {}  # ids upserted by the open transaction
+            self._linker = _Linker(self._loaded, _weakly(self._save_due)) if background_linking else None
+            if self._linker is not None:
+                weakref.finalize(self, self._linker.stop)
+            self.db.migrate("vector", MIGRATIONS)
+        except BaseException:
+            self._release()
+            raise
+        self._settings = settings
 
     # ---- indexes ----
 
@@ -538,15 +576,27 @@ class HnswVectorStore:
             self._save_where(lambda loaded: loaded.stale)
 
     def close(self) -> None:
-        """Stop the background linker, save the index files, and close the database if this
-        store opened it."""
+        """Close this user's handle. With the last one: stop the background linker, save the
+        index files, and close the database if this store opened it."""
+        if not self._release():
+            return
         if self._linker is not None:
             self._linker.stop()
         self.flush()
         with self._lock:
             self._loaded.clear()
-        if self._owns_db:
-            self.db.close()
+        for handle in self._handles:
+            handle.close()
+
+    def _release(self) -> bool:
+        """Drop one user; True when it was the last."""
+        with _STORES_LOCK:
+            self._opens -= 1
+            if self._opens > 0:
+                return False
+            if _STORES.get(id(self.db)) is self:
+                del _STORES[id(self.db)]
+            return True
 
     def __enter__(self) -> HnswVectorStore:
         return self

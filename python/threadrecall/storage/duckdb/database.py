@@ -39,7 +39,8 @@ class Database:
             if "lock" in str(exc).lower():
                 raise ConfigurationError(
                     f"the database {self.path} is open for writing in another process; "
-                    "DuckDB lets one process write a database file at a time"
+                    "DuckDB lets one process use a database file at a time; to share one memory "
+                    "between processes, use PostgresStorage"
                 ) from exc
             raise
         self._lock = threading.RLock()
