@@ -252,7 +252,9 @@ class _Linker:
                 self._wake.wait(LINK_IDLE_WAIT)
 
 
-_STORES: dict[int, "HnswVectorStore"] = {}  # the open store of each database, by id(Database)
+# The open store of each database, by id(Database) (a store holds its database, so the id stays
+# unique while the entry lives; a store nobody holds any more drops out).
+_STORES: weakref.WeakValueDictionary[int, HnswVectorStore] = weakref.WeakValueDictionary()
 _STORES_LOCK = threading.Lock()
 
 
