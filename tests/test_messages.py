@@ -20,7 +20,7 @@ def test_ids_and_times_are_filled_in(memory):
     before = datetime.now(timezone.utc)
     saved = memory.save_messages([{"thread_id": "t1", "role": "user", "content": "hi"}])[0]
     assert saved.id and saved.created_at >= before and saved.resource_id == "r1"
-    assert saved.content == MessageContent(parts=({"type": "text", "text": "hi"},))
+    assert saved.content == MessageContent(parts=[{"type": "text", "text": "hi"}])
 
 
 def test_message_objects_and_dicts_are_both_accepted(memory):

@@ -38,7 +38,17 @@ from .summarize import (
     summarize_conversation,
 )
 from .titles import Titler
-from .types import ROLES, Message, MessageContent, RecallResult, Thread, ThreadPage, parse_time
+from .types import (
+    ROLES,
+    Message,
+    MessageContent,
+    RecallResult,
+    Thread,
+    ThreadPage,
+    check_json,
+    check_text,
+    parse_time,
+)
 from .working_memory import WorkingMemory, strip_working_memory
 
 __all__ = ["Memory", "async_twin", "incoming_message"]
@@ -145,10 +155,17 @@ class Memory:
         _check_id(resource_id, "resource_id")
         if thread_id is not None:
             check_thread_id(thread_id)
-        return self.storage.save_thread(Thread(
-            id=thread_id or new_id(), resource_id=resource_id, title=title or "",
-            metadata=_mapping(metadata, "metadata"),
-        ))
+        thread = Thread(id=thread_id or new_id(), resource_id=resource_id,
+                        title=_title(title) or "", metadata=_mapping(metadata, "metadata"))
+        with self.storage.transaction():
+            if thread_id is not None:
+                existing = self.storage.get_thread(thread_id)
+                if existing is not None and existing.resource_id != resource_id:
+                    raise ResourceMismatchError(
+                        f"Thread with id {thread_id} is for resource with id {existing.resource_id} "
+                        f"but resource {resource_id} tried to create it."
+                    )
+            return self.storage.save_thread(thread)
 
     def get_thread_by_id(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
         """The thread, or None when it does not exist or ``resource_id`` does not own it."""
@@ -161,6 +178,11 @@ class Memory:
                      page: int = 0, per_page: int | bool = 100,
                      order_by: Mapping[str, str] | None = None) -> ThreadPage:
         """Threads, newest first by default, optionally of one resource and matching metadata."""
+        check_paging(page, per_page)
+        if resource_id is not None:
+            if not isinstance(resource_id, str):
+                raise InvalidArgumentError("resource_id must be a string")
+            check_text(resource_id, "resource_id")
         return self.storage.list_threads(
             resource_id=resource_id, metadata=metadata, page=page, per_page=per_page, order_by=order_by,
         )
@@ -169,7 +191,7 @@ class Memory:
                       metadata: Mapping[str, Any] | None = None) -> Thread:
         """Change the title and shallow-merge metadata; raises ThreadNotFoundError if missing."""
         return self.storage.update_thread(
-            check_thread_id(thread_id), title=title, metadata=_mapping(metadata, "metadata"),
+            check_thread_id(thread_id), title=_title(title), metadata=_mapping(metadata, "metadata"),
         )
 
     def delete_thread(self, thread_id: str) -> None:
@@ -251,7 +273,7 @@ class Memory:
                 )
             if not isinstance(item, str) or not item.strip():
                 raise InvalidArgumentError("All message IDs must be non-empty strings")
-            flat.append(item)
+            flat.append(check_text(item, "message id"))
         with self.storage.transaction():
             gone = self._stored(flat) if self.index is not None else []
             self.storage.delete_messages(flat)
@@ -275,6 +297,12 @@ class Memory:
         config = merge(self.options, thread_config)
         check_thread_id(thread_id)
         check_paging(page, per_page)
+        for name, value in (("resource_id", resource_id), ("vector_search_string", vector_search_string),
+                            ("after_id", after_id), ("before_id", before_id)):
+            if value is not None:
+                if not isinstance(value, str):
+                    raise InvalidArgumentError(f"{name} must be a string, got {type(value).__name__}")
+                check_text(value, name)
         date_range, metadata = _split_filter(filter)
         semantic = config.semantic
         search = semantic is not None and bool(vector_search_string)
@@ -435,19 +463,42 @@ def incoming_message(value: Message | Mapping[str, Any], *, thread_id: str | Non
         raise InvalidArgumentError(f"message role must be one of {', '.join(ROLES)}, got {role!r}")
     mid = data.get("id") or new_id()
     _check_id(mid, "message id")
+    label = f"message {mid}" if data.get("id") else "a message without an id"
     resource = data.get("resource_id")
     if resource is not None:
         _check_id(resource, "resource_id")
     try:
         content = MessageContent.coerce(data.get("content"))
         created_at = parse_time(data.get("created_at")) or datetime.now(timezone.utc)
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgumentError(f"message {mid}: {exc}") from None
+    except (TypeError, ValueError, OverflowError, OSError) as exc:
+        raise InvalidArgumentError(f"{label}: {exc}") from None
+    _check_content(content, label)
     return Message(
         id=mid, thread_id=thread, resource_id=resource, role=role, content=content,
-        created_at=created_at, type=data.get("type") or "text",
-        metadata=_mapping(data.get("metadata"), "message metadata"),
+        created_at=created_at, type=_message_type(data.get("type")),
+        metadata=_mapping(data.get("metadata"), f"{label}: metadata"),
     )
+
+
+def _check_content(content: MessageContent, label: str) -> None:
+    """Raise unless UTF-8 JSON can hold the content (its parts and text)."""
+    check_json(content.parts, f"{label}: content parts")
+    if content.text is not None:
+        check_text(content.text, f"{label}: text")
+
+
+def _message_type(value: Any) -> str:
+    if value is None or value == "":
+        return "text"
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"message type must be a string, got {type(value).__name__}")
+    return check_text(value, "message type")
+
+
+def _title(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise InvalidArgumentError(f"title must be a string, got {type(value).__name__}")
+    return None if value is None else check_text(value, "title")
 
 
 def _split_filter(filter: Any) -> tuple[Mapping[str, Any] | None, dict[str, Any] | None]:
@@ -484,9 +535,10 @@ def _apply_update(current: Message, patch: Mapping[str, Any]) -> Message:
             old = current.content
             parts = new.get("parts", old.parts)
             text = new.get("text", old.text)
-            fields["content"] = MessageContent.coerce({"parts": parts or (), "text": text})
+            fields["content"] = MessageContent.coerce({"parts": parts or [], "text": text})
         else:
             fields["content"] = MessageContent.coerce(new)
+        _check_content(fields["content"], f"message {current.id}")
     if "metadata" in patch:
         fields["metadata"] = {**current.metadata, **_mapping(patch["metadata"], "message metadata")}
     for key in ("thread_id", "resource_id", "role", "type"):
@@ -496,6 +548,10 @@ def _apply_update(current: Message, patch: Mapping[str, Any]) -> Message:
         raise InvalidArgumentError(f"message role must be one of {', '.join(ROLES)}")
     if "thread_id" in fields:
         check_thread_id(fields["thread_id"])
+    if "resource_id" in fields:
+        _check_id(fields["resource_id"], "resource_id")
+    if "type" in fields:
+        fields["type"] = _message_type(fields["type"])
     return replace(current, **fields)
 
 
@@ -506,13 +562,17 @@ def _sequence(value: Any, what: str) -> list[Any]:
 
 
 def _mapping(value: Any, what: str) -> dict[str, Any]:
+    """A copy of a JSON dict (keys strings, values JSON); anything else raises."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise InvalidArgumentError(f"{what} must be a dict, got {type(value).__name__}")
-    return dict(value)
+    out = dict(value)
+    check_json(out, what)
+    return out
 
 
 def _check_id(value: Any, what: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgumentError(f"{what} must be a non-empty string")
+    check_text(value, what)
