@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import glob
 import itertools
 import json
 import logging
@@ -41,6 +42,7 @@ from ..errors import (
     IndexCorruptError,
     IndexNotFoundError,
     InvalidArgumentError,
+    StorageError,
 )
 from ..storage.duckdb import Database
 from ..types import IndexStats, QueryResult, dumps
@@ -303,6 +305,7 @@ class HnswVectorStore:
         if self._linker is not None:
             weakref.finalize(self, self._linker.stop)
         self.db.migrate("vector", MIGRATIONS)
+        self._remove_leftovers()
 
     # ---- indexes ----
 
@@ -632,16 +635,34 @@ class HnswVectorStore:
             generation, changes = loaded.generation, loaded.changes
         # The graph is copied after the generation is read, so the file holds at least what
         # its tag says (a catch-up replays the rest harmlessly), never less.
-        part = path.with_name(f"{path.name}.{threading.get_ident()}.part")
-        pending = loaded.index.save(str(part), generation)  # a failed save leaves no file
+        part = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.part")
+        try:
+            pending = loaded.index.save(str(part), generation)  # a failed save leaves no file
+        except OSError as exc:
+            raise StorageError(f"cannot save the index file {path}: {exc}") from exc
         with self._lock:
             newer = loaded.saved is not None and loaded.saved > generation
             if self._loaded.get(name) is not loaded or newer:  # deleted, or a newer save landed meanwhile
                 part.unlink(missing_ok=True)
                 return
-            os.replace(part, path)
+            try:
+                os.replace(part, path)
+            except OSError as exc:
+                part.unlink(missing_ok=True)
+                raise StorageError(f"cannot save the index file {path}: {exc}") from exc
             loaded.saved, loaded.saved_pending = generation, pending
             loaded.changes -= changes
+
+    def _remove_leftovers(self) -> None:
+        """Delete the partial index files of saves cut short in an earlier process (only one
+        process at a time opens a database file, so none of them is still being written)."""
+        if self.db.in_memory:
+            return
+        db = Path(self.db.path)
+        mine = f".{os.getpid()}-"
+        for part in db.parent.glob(f"{glob.escape(db.name)}.*.hnsw.*.part*"):
+            if mine not in part.name:
+                part.unlink(missing_ok=True)
 
     def _forget(self, name: str) -> None:
         with self._lock:
@@ -668,6 +689,10 @@ class HnswVectorStore:
     def _open(self, name: str) -> _Loaded:
         dimension, metric, generation = self._info(name)
         path = self.index_path(name)
+        if path is not None and path.is_dir():
+            raise StorageError(
+                f"a directory is where the index file {path} goes; move it away (the index is "
+                "rebuilt from the database)")
         if path is not None and path.exists():
             try:
                 index, file_generation = _core.VectorIndex.load(str(path))
