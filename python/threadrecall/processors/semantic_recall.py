@@ -25,8 +25,8 @@ _HEADER = "The following messages were remembered from a different conversation:
 class SemanticRecall:
     """Recall similar messages on input; embed the turn's new messages on output.
 
-    It shares its write path and vector index (``memory_messages[_<dim>]`` unless ``index_name``
-    is given) with ``Memory``, so either can write what the other reads. ``mode`` ranks as
+    It shares its write path and vector index (``mastra_memory_<embedder model id>`` unless
+    ``index_name`` is given) with ``Memory``, so either can write what the other reads. ``mode`` ranks as
     ``semantic_recall.mode`` does: ``"vector"``, ``"lexical"`` (BM25) or ``"hybrid"``.
     """
 
