@@ -6,10 +6,10 @@ import asyncio
 import contextlib
 import contextvars
 import functools
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _core
 from .config import MemoryConfig, merge
@@ -58,7 +58,9 @@ RESOURCE_SCOPE_WITHOUT_RESOURCE = (
     "Either provide a resourceId or explicitly set semanticRecall.scope to 'thread'."
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
+S = TypeVar("S")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 # Set while an ``atransaction()`` is open in the current task: its calls then run on the task's
@@ -66,18 +68,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 _IN_TRANSACTION: contextvars.ContextVar[bool] = contextvars.ContextVar("threadrecall_tx", default=False)
 
 
-def async_twin(method: F) -> F:
+def async_twin(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
     """The async twin of a blocking method: the same call, run in a worker thread (or, inside
-    ``atransaction()``, on the thread that holds the transaction)."""
+    ``atransaction()``, on the thread that holds the transaction). It takes the same
+    parameters and is typed as a coroutine of the same result."""
 
     @functools.wraps(method)
-    async def twin(self: Any, *args: Any, **kwargs: Any) -> Any:
+    async def twin(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
         if _IN_TRANSACTION.get():
             return method(self, *args, **kwargs)
         return await asyncio.to_thread(method, self, *args, **kwargs)
 
-    twin.__name__ = twin.__qualname__ = "a" + method.__name__
-    return twin  # type: ignore[return-value]
+    twin.__name__ = "a" + method.__name__
+    twin.__qualname__ = method.__qualname__.rsplit(".", 1)[0] + ".a" + method.__name__
+    twin.__doc__ = f"The async twin of ``{method.__name__}``: the same parameters, awaited."
+    return twin
 
 
 class Memory:
