@@ -8,7 +8,6 @@ import contextvars
 import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _core
@@ -21,6 +20,15 @@ from .errors import (
 )
 from .extractors import Extractor
 from .hybrid import ranked_ids
+from .incoming import (
+    apply_update,
+    check_id,
+    incoming_message,
+    json_mapping,
+    sequence,
+    title_of,
+    update_of,
+)
 from .recall import (
     HistoryQuery,
     Include,
@@ -39,19 +47,15 @@ from .summarize import (
 )
 from .titles import Titler
 from .types import (
-    ROLES,
     Message,
-    MessageContent,
     RecallResult,
     Thread,
     ThreadPage,
-    check_json,
     check_text,
-    parse_time,
 )
 from .working_memory import WorkingMemory, strip_working_memory
 
-__all__ = ["Memory", "async_twin", "incoming_message"]
+__all__ = ["Memory", "async_twin", "incoming_message"]  # incoming_message: re-exported
 
 RESOURCE_SCOPE_WITHOUT_RESOURCE = (
     "Memory error: Resource-scoped semantic recall is enabled but no resourceId was provided. "
@@ -157,11 +161,11 @@ class Memory:
     def create_thread(self, resource_id: str, *, thread_id: str | None = None, title: str | None = None,
                       metadata: Mapping[str, Any] | None = None) -> Thread:
         """Create a thread, or replace the one with this id (its ``created_at`` is kept)."""
-        _check_id(resource_id, "resource_id")
+        check_id(resource_id, "resource_id")
         if thread_id is not None:
             check_thread_id(thread_id)
         thread = Thread(id=thread_id or new_id(), resource_id=resource_id,
-                        title=_title(title) or "", metadata=_mapping(metadata, "metadata"))
+                        title=title_of(title) or "", metadata=json_mapping(metadata, "metadata"))
         with self.storage.transaction():
             if thread_id is not None:
                 existing = self.storage.get_thread(thread_id)
@@ -196,7 +200,7 @@ class Memory:
                       metadata: Mapping[str, Any] | None = None) -> Thread:
         """Change the title and shallow-merge metadata; raises ThreadNotFoundError if missing."""
         return self.storage.update_thread(
-            check_thread_id(thread_id), title=_title(title), metadata=_mapping(metadata, "metadata"),
+            check_thread_id(thread_id), title=title_of(title), metadata=json_mapping(metadata, "metadata"),
         )
 
     def delete_thread(self, thread_id: str) -> None:
@@ -218,7 +222,7 @@ class Memory:
         A message whose thread does not exist creates it when the message names its
         ``resource_id``.
         """
-        latest = {m.id: m for m in map(incoming_message, _sequence(messages, "messages")) if m.role != "system"}
+        latest = {m.id: m for m in map(incoming_message, sequence(messages, "messages")) if m.role != "system"}
         incoming = [m for m in map(strip_working_memory, latest.values()) if m is not None]
         embedded = self.index.prepare(incoming) if self._embeds else None
         with self.storage.transaction():
@@ -245,14 +249,14 @@ class Memory:
 
         Unknown ids are skipped. Moving a message to another thread is allowed.
         """
-        updates = [_update_of(m) for m in _sequence(messages, "messages")]
+        updates = [update_of(m) for m in sequence(messages, "messages")]
         with self.storage.transaction():
             changed, moved, before = [], [], []
             for patch in updates:
                 current = self.storage.get_message(patch["id"])
                 if current is None:
                     continue
-                new = _apply_update(current, patch)
+                new = apply_update(current, patch)
                 changed.append(new)
                 if (new.search_text, new.thread_id, new.role) != (
                         current.search_text, current.thread_id, current.role):
@@ -449,63 +453,6 @@ class Memory:
     aget_working_memory_template = async_twin(get_working_memory_template)
 
 
-def incoming_message(value: Message | Mapping[str, Any], *, thread_id: str | None = None,
-                     resource_id: str | None = None) -> Message:
-    """Validate a message given as a Message or a dict; fill in id, time, thread and resource.
-
-    ``thread_id`` and ``resource_id`` are defaults for a dict that does not name its own.
-    """
-    if isinstance(value, Message):
-        data = value.to_dict()
-        data["content"] = value.content
-    elif isinstance(value, Mapping):
-        data = {"thread_id": thread_id, "resource_id": resource_id, **value}
-    else:
-        raise InvalidArgumentError(f"a message must be a Message or a dict, got {type(value).__name__}")
-    thread = check_thread_id(data.get("thread_id"))
-    role = data.get("role")
-    if role not in ROLES:
-        raise InvalidArgumentError(f"message role must be one of {', '.join(ROLES)}, got {role!r}")
-    mid = data.get("id") or new_id()
-    _check_id(mid, "message id")
-    label = f"message {mid}" if data.get("id") else "a message without an id"
-    resource = data.get("resource_id")
-    if resource is not None:
-        _check_id(resource, "resource_id")
-    try:
-        content = MessageContent.coerce(data.get("content"))
-        created_at = parse_time(data.get("created_at")) or datetime.now(timezone.utc)
-    except (TypeError, ValueError, OverflowError, OSError) as exc:
-        raise InvalidArgumentError(f"{label}: {exc}") from None
-    _check_content(content, label)
-    return Message(
-        id=mid, thread_id=thread, resource_id=resource, role=role, content=content,
-        created_at=created_at, type=_message_type(data.get("type")),
-        metadata=_mapping(data.get("metadata"), f"{label}: metadata"),
-    )
-
-
-def _check_content(content: MessageContent, label: str) -> None:
-    """Raise unless UTF-8 JSON can hold the content (its parts and text)."""
-    check_json(content.parts, f"{label}: content parts")
-    if content.text is not None:
-        check_text(content.text, f"{label}: text")
-
-
-def _message_type(value: Any) -> str:
-    if value is None or value == "":
-        return "text"
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"message type must be a string, got {type(value).__name__}")
-    return check_text(value, "message type")
-
-
-def _title(value: Any) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise InvalidArgumentError(f"title must be a string, got {type(value).__name__}")
-    return None if value is None else check_text(value, "title")
-
-
 def _split_filter(filter: Any) -> tuple[Mapping[str, Any] | None, dict[str, Any] | None]:
     """``(date_range, metadata)`` of a recall filter; the metadata filter is validated here."""
     if filter is None:
@@ -519,65 +466,3 @@ def _split_filter(filter: Any) -> tuple[Mapping[str, Any] | None, dict[str, Any]
         return filter.get("date_range"), None
     _core.validate_metadata_filter(filter["metadata"])
     return filter.get("date_range"), dict(filter["metadata"]) or None
-
-
-def _update_of(value: Mapping[str, Any] | Message) -> dict[str, Any]:
-    data = value.to_dict() if isinstance(value, Message) else dict(value)
-    if not isinstance(data.get("id"), str) or not data["id"].strip():
-        raise InvalidArgumentError("All message IDs must be non-empty strings")
-    allowed = {"id", "thread_id", "resource_id", "role", "content", "type", "metadata", "created_at"}
-    unknown = set(data) - allowed
-    if unknown:
-        raise InvalidArgumentError(f"unknown message field(s): {', '.join(sorted(unknown))}")
-    return data
-
-
-def _apply_update(current: Message, patch: Mapping[str, Any]) -> Message:
-    fields: dict[str, Any] = {}
-    if "content" in patch:
-        new = patch["content"]
-        if isinstance(new, Mapping):
-            old = current.content
-            parts = new.get("parts", old.parts)
-            text = new.get("text", old.text)
-            fields["content"] = MessageContent.coerce({"parts": parts or [], "text": text})
-        else:
-            fields["content"] = MessageContent.coerce(new)
-        _check_content(fields["content"], f"message {current.id}")
-    if "metadata" in patch:
-        fields["metadata"] = {**current.metadata, **_mapping(patch["metadata"], "message metadata")}
-    for key in ("thread_id", "resource_id", "role", "type"):
-        if patch.get(key) is not None:
-            fields[key] = patch[key]
-    if fields.get("role", current.role) not in ROLES:
-        raise InvalidArgumentError(f"message role must be one of {', '.join(ROLES)}")
-    if "thread_id" in fields:
-        check_thread_id(fields["thread_id"])
-    if "resource_id" in fields:
-        _check_id(fields["resource_id"], "resource_id")
-    if "type" in fields:
-        fields["type"] = _message_type(fields["type"])
-    return replace(current, **fields)
-
-
-def _sequence(value: Any, what: str) -> list[Any]:
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise InvalidArgumentError(f"{what} must be a list")
-    return list(value)
-
-
-def _mapping(value: Any, what: str) -> dict[str, Any]:
-    """A copy of a JSON dict (keys strings, values JSON); anything else raises."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidArgumentError(f"{what} must be a dict, got {type(value).__name__}")
-    out = dict(value)
-    check_json(out, what)
-    return out
-
-
-def _check_id(value: Any, what: str) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidArgumentError(f"{what} must be a non-empty string")
-    check_text(value, what)

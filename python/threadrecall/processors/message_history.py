@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..memory import Memory, async_twin, incoming_message
+from ..incoming import incoming_message
+from ..memory import Memory, async_twin
 from ..recall import HistoryQuery, read_history
 from ..storage.duckdb import DuckDBStorage
 from ..types import Message

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..config import SemanticRecallConfig
 from ..hybrid import ranked_ids
-from ..memory import async_twin, incoming_message
+from ..incoming import incoming_message
+from ..memory import async_twin
 from ..semantic import MessageIndex
 from ..storage.duckdb import DuckDBStorage, message_of
 from ..types import Message, MessageContent
