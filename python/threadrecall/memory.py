@@ -92,12 +92,23 @@ def async_twin(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S
 class Memory:
     """Conversation memory: save messages of threads, recall them by page, filter or similarity.
 
+    Args:
+        storage: where threads, messages and resources live; ``None`` is
+            ``DuckDBStorage(":memory:")``.
+        vector: the vector store of semantic recall; ``None`` is an ``HnswVectorStore`` in
+            the same database (when an ``embedder`` is given).
+        embedder: what embeds message text for semantic recall (``HashEmbedder``,
+            ``LocalEmbedder``, ``OpenAIEmbedder`` or any object with ``model_id``,
+            ``dimension``, ``embed``); required when ``options`` turn semantic recall on.
+        options: a ``MemoryConfig`` or a dict of its fields (``last_messages``,
+            ``semantic_recall``, ``working_memory``, ``generate_title``).
+
     >>> memory = Memory()
     >>> thread = memory.create_thread("user-1", thread_id="t1")
     >>> _ = memory.save_messages([{"thread_id": "t1", "role": "user", "content": "Hello"}])
     >>> [m.text for m in memory.recall("t1").messages]
     ['Hello']
-    """
+"""
 
     def __init__(self, storage: DuckDBStorage | None = None, vector: Any = None, embedder: Any = None,
                  options: MemoryConfig | Mapping[str, Any] | None = None) -> None:
@@ -117,7 +128,11 @@ class Memory:
         self._titler = Titler.from_config(self.options.generate_title)
 
     def close(self) -> None:
-        """Finish background work, save the vector index file and close the database."""
+        """Finish background work, save the vector index file and close the database.
+
+        >>> memory = Memory()
+        >>> memory.close()
+"""
         self.settle()
         if self.vector is not None and hasattr(self.vector, "close"):
             self.vector.close()
@@ -143,7 +158,18 @@ class Memory:
 
     @contextlib.asynccontextmanager
     async def atransaction(self) -> AsyncIterator[None]:
-        """The async twin of ``transaction``: ``async with memory.atransaction(): ...``."""
+        """The async twin of ``transaction``: ``async with memory.atransaction(): ...``.
+
+        >>> import asyncio
+        >>> memory = Memory()
+        >>> async def turn():
+        ...     async with memory.atransaction():
+        ...         await memory.asave_messages([{"thread_id": "t1", "resource_id": "u", "role": "user",
+        ...                                       "content": "Hi"}])
+        >>> asyncio.run(turn())
+        >>> memory.recall("t1").total
+        1
+"""
         token = _IN_TRANSACTION.set(True)
         try:
             with self.transaction():
@@ -160,7 +186,23 @@ class Memory:
 
     def create_thread(self, resource_id: str, *, thread_id: str | None = None, title: str | None = None,
                       metadata: Mapping[str, Any] | None = None) -> Thread:
-        """Create a thread, or replace the one with this id (its ``created_at`` is kept)."""
+        """Create a thread, or replace the one with this id (its ``created_at`` is kept).
+
+        Args:
+            resource_id: the owner (a user, an account...).
+            thread_id: the id; a new uuid when ``None``. A thread of another resource with
+                this id raises ``ResourceMismatchError`` and is left as it was.
+            title: the title (``""`` when ``None``).
+            metadata: a JSON dict; a value JSON cannot hold raises ``UnsupportedValueError``.
+
+        >>> memory = Memory()
+        >>> memory.create_thread("user-1", thread_id="t1", title="Trip", metadata={"lang": "en"}).title
+        'Trip'
+        >>> memory.create_thread("user-2", thread_id="t1")
+        Traceback (most recent call last):
+        ...
+        threadrecall.errors.ResourceMismatchError: Thread with id t1 is for resource with id user-1 but resource user-2 tried to create it.
+"""
         check_id(resource_id, "resource_id")
         if thread_id is not None:
             check_thread_id(thread_id)
@@ -177,7 +219,19 @@ class Memory:
             return self.storage.save_thread(thread)
 
     def get_thread_by_id(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
-        """The thread, or None when it does not exist or ``resource_id`` does not own it."""
+        """The thread, or None when it does not exist or ``resource_id`` does not own it.
+
+        Args:
+            thread_id: the thread's id.
+            resource_id: when given, a thread of another resource is not returned.
+
+        >>> memory = Memory()
+        >>> _ = memory.create_thread("user-1", thread_id="t1")
+        >>> memory.get_thread_by_id("t1").resource_id
+        'user-1'
+        >>> memory.get_thread_by_id("t1", resource_id="user-2") is None
+        True
+"""
         thread = self.storage.get_thread(check_thread_id(thread_id))
         if thread is None or (resource_id is not None and thread.resource_id != resource_id):
             return None
@@ -186,7 +240,25 @@ class Memory:
     def list_threads(self, *, resource_id: str | None = None, metadata: Mapping[str, Any] | None = None,
                      page: int = 0, per_page: int | bool = 100,
                      order_by: Mapping[str, str] | None = None) -> ThreadPage:
-        """Threads, newest first by default, optionally of one resource and matching metadata."""
+        """Threads, newest first by default, optionally of one resource and matching metadata.
+
+        Args:
+            resource_id: only the threads of this resource.
+            metadata: only threads whose metadata has these values (shallow equality).
+            page: the page, counted from 0.
+            per_page: threads per page, or ``False`` for all of them.
+            order_by: ``{"field": "created_at" | "updated_at", "direction": "ASC" | "DESC"}``.
+
+        >>> memory = Memory()
+        >>> for i in range(3):
+        ...     _ = memory.create_thread("user-1", thread_id=f"t{i}", metadata={"even": i % 2 == 0})
+        >>> result = memory.list_threads(resource_id="user-1", metadata={"even": True},
+        ...                              per_page=1, order_by={"field": "created_at", "direction": "ASC"})
+        >>> [t.id for t in result.threads], result.total, result.has_more
+        (['t0'], 2, True)
+        >>> [t.id for t in memory.list_threads(per_page=1, page=1).threads]
+        ['t1']
+"""
         check_paging(page, per_page)
         if resource_id is not None:
             if not isinstance(resource_id, str):
@@ -198,13 +270,34 @@ class Memory:
 
     def update_thread(self, thread_id: str, *, title: str | None = None,
                       metadata: Mapping[str, Any] | None = None) -> Thread:
-        """Change the title and shallow-merge metadata; raises ThreadNotFoundError if missing."""
+        """Change the title and shallow-merge metadata; raises ThreadNotFoundError if missing.
+
+        Args:
+            thread_id: the thread to change.
+            title: the new title (kept when ``None``).
+            metadata: keys to set (merged one level deep into the thread's metadata).
+
+        >>> memory = Memory()
+        >>> _ = memory.create_thread("user-1", thread_id="t1", metadata={"a": 1})
+        >>> memory.update_thread("t1", title="Renamed", metadata={"b": 2}).metadata
+        {'a': 1, 'b': 2}
+"""
         return self.storage.update_thread(
             check_thread_id(thread_id), title=title_of(title), metadata=json_mapping(metadata, "metadata"),
         )
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete a thread with its messages (a missing thread is not an error)."""
+        """Delete a thread with its messages and their vectors (a missing thread is not an error).
+
+        Args:
+            thread_id: the thread to delete.
+
+        >>> memory = Memory()
+        >>> _ = memory.create_thread("user-1", thread_id="t1")
+        >>> memory.delete_thread("t1")
+        >>> memory.get_thread_by_id("t1") is None
+        True
+"""
         check_thread_id(thread_id)
         with self.storage.transaction():
             gone = self.storage.thread_messages(thread_id) if self.index is not None else []
@@ -220,8 +313,24 @@ class Memory:
         System messages are not stored (they are instructions, not conversation), nor is
         working-memory data (``<working_memory>`` tags, ``updateWorkingMemory`` tool calls).
         A message whose thread does not exist creates it when the message names its
-        ``resource_id``.
-        """
+        ``resource_id``. Every message is checked before anything is written: a call that
+        raises has stored nothing.
+
+        Args:
+            messages: ``Message`` objects or dicts with the keys of ``Message.to_dict()``
+                (``content`` may be a ``str``); embedded when semantic recall is on.
+
+        >>> memory = Memory()
+        >>> saved = memory.save_messages([
+        ...     {"thread_id": "t1", "resource_id": "user-1", "role": "user", "content": "Hi"},
+        ...     {"thread_id": "t1", "role": "assistant", "content": "Hello!", "metadata": {"n": 2}}])
+        >>> [(m.role, m.text, m.resource_id) for m in saved]
+        [('user', 'Hi', 'user-1'), ('assistant', 'Hello!', 'user-1')]
+        >>> memory.save_messages([{"thread_id": "t1", "role": "user", "content": "x", "metadata": {"b": b"x"}}])
+        Traceback (most recent call last):
+        ...
+        threadrecall.errors.UnsupportedValueError: a message without an id: metadata key 'b' holds a value of type bytes, which JSON cannot store
+"""
         latest = {m.id: m for m in map(incoming_message, sequence(messages, "messages")) if m.role != "system"}
         incoming = [m for m in map(strip_working_memory, latest.values()) if m is not None]
         embedded = self.index.prepare(incoming) if self._embeds else None
@@ -240,15 +349,33 @@ class Memory:
         return stored
 
     def settle(self, timeout: float | None = None) -> None:
-        """Wait for background work (thread titles) started by earlier calls."""
+        """Wait for background work (thread titles) started by earlier calls.
+
+        Args:
+            timeout: the most seconds to wait (``None``: until it is done).
+
+        >>> Memory().settle(timeout=1.0)
+"""
         if self._titler is not None:
             self._titler.settle(timeout)
 
     def update_messages(self, messages: Iterable[Mapping[str, Any] | Message]) -> list[Message]:
         """Partial updates by id: content fields replaced, metadata merged one level deep.
 
-        Unknown ids are skipped. Moving a message to another thread is allowed.
-        """
+        Unknown ids are skipped. Moving a message to another thread is allowed. Changed text
+        is embedded again when semantic recall is on.
+
+        Args:
+            messages: dicts (or ``Message`` objects) with an ``id`` and the fields to change:
+                ``content``, ``metadata``, ``role``, ``type``, ``thread_id``, ``resource_id``.
+
+        >>> memory = Memory()
+        >>> _ = memory.save_messages([{"id": "m1", "thread_id": "t1", "resource_id": "u", "role": "user",
+        ...                            "content": "Hi", "metadata": {"a": 1}}])
+        >>> [(m.text, m.metadata) for m in memory.update_messages([
+        ...     {"id": "m1", "content": "Hello", "metadata": {"b": 2}}, {"id": "unknown"}])]
+        [('Hello', {'a': 1, 'b': 2})]
+"""
         updates = [update_of(m) for m in sequence(messages, "messages")]
         with self.storage.transaction():
             changed, moved, before = [], [], []
@@ -269,7 +396,18 @@ class Memory:
             return stored
 
     def delete_messages(self, ids: Iterable[str | Mapping[str, Any]]) -> None:
-        """Delete messages by id (or ``{"id": ...}`` entries); unknown ids are ignored."""
+        """Delete messages by id (or ``{"id": ...}`` entries); unknown ids are ignored.
+
+        Args:
+            ids: message ids, or dicts with an ``id``.
+
+        >>> memory = Memory()
+        >>> _ = memory.save_messages([{"id": "m1", "thread_id": "t1", "resource_id": "u", "role": "user",
+        ...                            "content": "Hi"}])
+        >>> memory.delete_messages(["m1", {"id": "unknown"}])
+        >>> memory.recall("t1").total
+        0
+"""
         if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):
             raise InvalidArgumentError("Invalid input: must be an array of message IDs or message objects")
         flat = []
@@ -299,10 +437,53 @@ class Memory:
                after_id: str | None = None, before_id: str | None = None) -> RecallResult:
         """A thread's messages: the newest ``last_messages`` by default, oldest first.
 
-        ``per_page=False`` returns all of them; ``page`` counts from 0; ``filter`` takes a
-        ``date_range`` and a shallow ``metadata`` match; ``include`` brings given messages with
-        neighbours; ``after_id``/``before_id`` page by cursor.
-        """
+        Args:
+            thread_id: the thread to read.
+            resource_id: when given, the thread must belong to it (``ResourceMismatchError``
+                otherwise); resource-scoped semantic recall searches this resource's threads.
+            vector_search_string: the text semantic recall searches for (when the config turns
+                it on); the hits come with ``message_range`` neighbours.
+            per_page: messages per page; ``False`` for all; ``None`` for ``last_messages``.
+            page: the page, counted from 0 (page 0 holds the newest messages).
+            include: ``[{"id", "thread_id"?, "with_previous_messages"?, "with_next_messages"?}]``:
+                messages brought in with neighbours from their own thread, exempt from filters.
+            filter: ``{"date_range": {"start", "end", "start_exclusive", "end_exclusive"},
+                "metadata": {key: scalar}}``.
+            order_by: ``{"field": "created_at", "direction": "ASC" | "DESC"}``.
+            thread_config: a ``MemoryConfig`` or dict deep-merged over the options for this call.
+            after_id: page by cursor: the ``per_page`` messages right after this message.
+            before_id: page by cursor: the ``per_page`` messages right before this message.
+
+        >>> memory = Memory(options={"last_messages": 3})
+        >>> _ = memory.save_messages([{"id": f"m{i}", "thread_id": "t1", "resource_id": "u", "role": "user",
+        ...     "content": f"message {i}", "created_at": 1700000000 + i, "metadata": {"even": i % 2 == 0}}
+        ...     for i in range(6)])
+        >>> [m.id for m in memory.recall("t1", resource_id="u").messages]
+        ['m3', 'm4', 'm5']
+        >>> [m.id for m in memory.recall("t1", per_page=2, page=1).messages]
+        ['m2', 'm3']
+        >>> [m.id for m in memory.recall("t1", per_page=False, filter={"metadata": {"even": True}}).messages]
+        ['m0', 'm2', 'm4']
+        >>> [m.id for m in memory.recall("t1", per_page=0, include=[
+        ...     {"id": "m1", "with_previous_messages": 1, "with_next_messages": 0}]).messages]
+        ['m0', 'm1']
+        >>> [m.id for m in memory.recall("t1", per_page=False, order_by={"field": "created_at", "direction": "DESC"},
+        ...                              filter={"date_range": {"start": 1700000004}}).messages]
+        ['m4', 'm5']
+        >>> [m.id for m in memory.recall("t1", per_page=2, after_id="m1").messages]
+        ['m2', 'm3']
+        >>> [m.id for m in memory.recall("t1", per_page=2, before_id="m1").messages]
+        ['m0']
+        >>> memory.recall("t1", thread_config={"last_messages": 1}).messages[0].id
+        'm5'
+        >>> from threadrecall.embedders import HashEmbedder
+        >>> semantic = Memory(embedder=HashEmbedder(dim=64), options={
+        ...     "last_messages": False, "semantic_recall": {"top_k": 1, "message_range": 0, "scope": "thread"}})
+        >>> _ = semantic.save_messages([{"thread_id": "t1", "resource_id": "u", "role": "user", "content": c}
+        ...                             for c in ("the weather is sunny", "my dog is called Rex")])
+        >>> [m.text for m in semantic.recall("t1", vector_search_string="dog called Rex").messages]
+        ['my dog is called Rex']
+"""
         config = merge(self.options, thread_config)
         check_thread_id(thread_id)
         check_paging(page, per_page)
@@ -343,9 +524,29 @@ class Memory:
                          instructions: str | None = None,
                          extract: Sequence[Extractor] | None = None, request_context: Any = None,
                          abort_signal: Any = None) -> SummarizeResult:
-        """Summarise a thread's newest messages (within ``last_messages`` and
-        ``max_input_tokens``) with ``model``; extracted values go to the result and the
-        extractors' hooks. Nothing is stored."""
+        """Summarise a thread's newest messages with ``model``; nothing is stored.
+
+        Args:
+            thread_id: the thread to summarise.
+            model: a ``LanguageModel`` or a router string ``"provider/model"``.
+            resource_id: when given, the thread must belong to it.
+            last_messages: summarise at most this many of the newest messages.
+            max_input_tokens: drop the oldest messages beyond this estimated token count.
+            instructions: extra instructions for the model.
+            extract: ``Extractor``s whose values are pulled from the summary.
+            request_context: passed to the extractors' hooks.
+            abort_signal: anything with ``is_set()``; set, it stops the call (``AbortedError``).
+
+        >>> from threadrecall.models import ScriptedModel
+        >>> memory = Memory()
+        >>> _ = memory.save_messages([{"thread_id": "t1", "resource_id": "u", "role": "user",
+        ...                            "content": "Book a table for two at 8pm"}])
+        >>> model = ScriptedModel(["<observations>\\n* (20:00) A table for two.\\n</observations>"])
+        >>> memory.summarize_thread("t1", model, resource_id="u", last_messages=10, max_input_tokens=1000,
+        ...                         instructions="Be brief.", extract=[], request_context={},
+        ...                         abort_signal=None).summary
+        '* (20:00) A table for two.'
+"""
         messages = load_messages_for_summary(
             self.recall, check_thread_id(thread_id), resource_id=resource_id,
             last_messages=last_messages, max_input_tokens=max_input_tokens,
@@ -361,7 +562,16 @@ class Memory:
                                 extract: Sequence[Extractor] | None = None,
                                 request_context: Any = None,
                                 abort_signal: Any = None) -> SummarizeResult:
-        """The async twin of ``summarize_thread``."""
+        """The async twin of ``summarize_thread``, with the same parameters.
+
+        >>> import asyncio
+        >>> from threadrecall.models import ScriptedModel
+        >>> memory = Memory()
+        >>> _ = memory.save_messages([{"thread_id": "t1", "resource_id": "u", "role": "user", "content": "Hi"}])
+        >>> model = ScriptedModel(["<observations>\\n* A greeting.\\n</observations>"])
+        >>> asyncio.run(memory.asummarize_thread("t1", model)).summary
+        '* A greeting.'
+"""
         messages = await asyncio.to_thread(
             load_messages_for_summary, self.recall, check_thread_id(thread_id),
             resource_id=resource_id, last_messages=last_messages,
@@ -379,21 +589,64 @@ class Memory:
         return WorkingMemory(self.storage, self.options.working_memory)
 
     def get_working_memory(self, thread_id: str, *, resource_id: str | None = None) -> str | None:
-        """The stored working memory (None when empty)."""
+        """The stored working memory (None when empty).
+
+        Args:
+            thread_id: the thread (its own memory in thread scope).
+            resource_id: the resource (whose memory it is in resource scope, the default).
+
+        >>> memory = Memory(options={"working_memory": {"enabled": True}})
+        >>> _ = memory.create_thread("u", thread_id="t1")
+        >>> memory.update_working_memory("t1", "# Name: Ada", resource_id="u")
+        >>> memory.get_working_memory("t1", resource_id="u")
+        '# Name: Ada'
+"""
         return self.working_memory.get(thread_id, resource_id=resource_id)
 
     def update_working_memory(self, thread_id: str, working_memory: str, *,
                               resource_id: str | None = None) -> None:
-        """Replace the working memory."""
+        """Replace the working memory.
+
+        Args:
+            thread_id: the thread (its own memory in thread scope).
+            working_memory: the new text.
+            resource_id: the resource (whose memory it is in resource scope, the default).
+
+        >>> memory = Memory(options={"working_memory": {"enabled": True, "scope": "thread"}})
+        >>> _ = memory.create_thread("u", thread_id="t1")
+        >>> memory.update_working_memory("t1", "likes tea")
+        >>> memory.get_working_memory("t1")
+        'likes tea'
+"""
         self.working_memory.update(thread_id, working_memory, resource_id=resource_id)
 
     def merge_working_memory(self, thread_id: str, patch: Mapping[str, Any], *,
                              resource_id: str | None = None) -> dict[str, Any]:
-        """Deep-merge ``patch`` into schema-mode working memory, atomically; returns the result."""
+        """Deep-merge ``patch`` into schema-mode working memory, atomically; returns the result.
+
+        Args:
+            thread_id: the thread (its own memory in thread scope).
+            patch: a JSON dict (or its text); ``None`` deletes a key, lists replace.
+            resource_id: the resource (whose memory it is in resource scope, the default).
+
+        >>> memory = Memory(options={"working_memory": {"enabled": True, "schema": {
+        ...     "type": "object", "properties": {"name": {"type": "string"}, "city": {"type": "string"}}}}})
+        >>> _ = memory.create_thread("u", thread_id="t1")
+        >>> memory.merge_working_memory("t1", {"name": "Ada", "city": "Paris"}, resource_id="u")
+        {'name': 'Ada', 'city': 'Paris'}
+        >>> memory.merge_working_memory("t1", {"city": None}, resource_id="u")
+        {'name': 'Ada'}
+"""
         return self.working_memory.merge(thread_id, patch, resource_id=resource_id)
 
     def get_working_memory_template(self) -> dict[str, str] | None:
-        """``{"format": "markdown"|"json", "content": ...}``, or None when disabled."""
+        """``{"format": "markdown"|"json", "content": ...}``, or None when disabled.
+
+        >>> Memory().get_working_memory_template() is None
+        True
+        >>> Memory(options={"working_memory": {"enabled": True}}).get_working_memory_template()["format"]
+        'markdown'
+"""
         return self.working_memory.template()
 
     # ----------------------------------------------------------------------------- internals
