@@ -20,7 +20,7 @@ def test_ids_and_times_are_filled_in(memory):
     before = datetime.now(timezone.utc)
     saved = memory.save_messages([{"thread_id": "t1", "role": "user", "content": "hi"}])[0]
     assert saved.id and saved.created_at >= before and saved.resource_id == "r1"
-    assert saved.content == MessageContent(parts=({"type": "text", "text": "hi"},))
+    assert saved.content == MessageContent(parts=[{"type": "text", "text": "hi"}])
 
 
 def test_message_objects_and_dicts_are_both_accepted(memory):
@@ -199,7 +199,7 @@ def test_close_saves_the_index_and_a_reopen_finds_everything(tmp_path):
     with Memory(storage=DuckDBStorage(path), embedder=HashEmbedder(dim=16),
                 options={"semantic_recall": {"scope": "thread", "top_k": 1, "message_range": 0}}) as memory:
         seed(memory, "t1", 5)
-    assert (tmp_path / "m.duckdb.memory_messages_16.hnsw").exists()
+    assert (tmp_path / "m.duckdb.mastra_memory_hash_v1_16.hnsw").exists()
     with Memory(storage=DuckDBStorage(path), embedder=HashEmbedder(dim=16),
                 options={"semantic_recall": {"scope": "thread", "top_k": 1, "message_range": 0}}) as memory:
         assert [m.id for m in memory.recall("t1", per_page=0, vector_search_string="Message 3").messages] == ["t1-3"]
