@@ -62,9 +62,16 @@ def pg_schema(pg_dsn):
         conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(psycopg.sql.Identifier(name)))
 
 
-@pytest.fixture
-def storage(tmp_path):
-    store = DuckDBStorage(tmp_path / "memory.duckdb")
+@pytest.fixture(params=["duckdb", "postgres"])
+def storage(request, tmp_path):
+    """The storage every acceptance test runs on: a DuckDB file, then a PostgreSQL schema."""
+    if request.param == "duckdb":
+        store = DuckDBStorage(tmp_path / "memory.duckdb")
+    else:
+        from threadrecall.storage import PostgresStorage
+
+        store = PostgresStorage(request.getfixturevalue("pg_dsn"),
+                                schema=request.getfixturevalue("pg_schema"))
     yield store
     store.close()
 

@@ -160,7 +160,7 @@ def test_custom_message_range(world):
 
 def test_default_and_custom_index_names(world):
     storage, vector, embedder = world
-    assert processor(world).index.name == "memory_messages_32"
+    assert processor(world).index.name == "mastra_memory_hash_v1_32"
     custom = processor(world, index_name="my_index")
     custom.process_output_result([user("hello there", "z")], thread_id="t1", resource_id="r1")
     custom.process_input([user("hello there")], thread_id="t1", resource_id="r1")

@@ -119,7 +119,7 @@ def _entrants(storage: Storage, ids: Sequence[str], resource_id: str | None,
 
 
 def _passing(storage: Storage, ids: Iterable[str], filter: Mapping[str, Any]) -> list[str]:
-    messages = [m for i in ids if (m := storage.get_message(i)) is not None]
+    messages = storage.get_messages(ids)
     threads = storage.get_threads(m.thread_id for m in messages)
     records = [vector_metadata(m, threads.get(m.thread_id)) for m in messages]
     keep = _core.matches_vector_filter(filter, records)

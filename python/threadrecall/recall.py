@@ -18,7 +18,7 @@ from .config import is_count
 from .errors import InvalidArgumentError
 from .storage.base import Storage
 from .storage.rows import MessageRow, message_of, to_micros
-from .types import Message, RecallResult, parse_time
+from .types import Message, RecallResult, check_text, parse_time
 
 __all__ = ["Include", "HistoryQuery", "read_history", "check_thread_id", "parse_includes"]
 
@@ -45,10 +45,14 @@ class HistoryQuery:
     before_id: str | None = None
 
 
+# The largest position a page may reach (``page * per_page``): beyond it offsets overflow.
+MAX_POSITION = 2**53
+
+
 def check_thread_id(thread_id: Any) -> str:
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise InvalidArgumentError("threadId must be a non-empty string")
-    return thread_id
+    return check_text(thread_id, "threadId")
 
 
 def check_paging(page: Any, per_page: Any) -> None:
@@ -56,6 +60,10 @@ def check_paging(page: Any, per_page: Any) -> None:
         raise InvalidArgumentError("page must be >= 0")
     if per_page is not False and per_page is not None and not is_count(per_page):
         raise InvalidArgumentError("perPage must be >= 0")
+    size = per_page if is_count(per_page) else 1
+    if page * max(size, 1) > MAX_POSITION or size > MAX_POSITION:
+        raise InvalidArgumentError(
+            f"page {page} of {size} is too large: page * per_page must be at most 2**53")
 
 
 def parse_includes(include: Any, default_context: int) -> list[Include]:
@@ -93,7 +101,7 @@ def date_bounds(date_range: Mapping[str, Any] | None) -> dict[str, Any]:
         if value is not None:
             try:
                 when = parse_time(value)
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, OverflowError, OSError) as exc:
                 raise InvalidArgumentError(f"filter.date_range.{side}: {exc}") from None
             bounds[side] = to_micros(when)
             bounds[f"{side}_exclusive"] = bool(date_range.get(f"{side}_exclusive", False))

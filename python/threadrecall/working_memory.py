@@ -22,7 +22,7 @@ from .errors import (
     ResourceMismatchError,
     ThreadNotFoundError,
 )
-from .types import Message, MessageContent
+from .types import Message, MessageContent, check_json, check_text
 from .value_schema import ValueSchema
 
 __all__ = [
@@ -106,6 +106,7 @@ class WorkingMemory:
         self._guard(thread_id, resource_id)
         if not isinstance(text, str):
             raise InvalidArgumentError("working_memory must be a string")
+        check_text(text, "working_memory")
         with self.storage.transaction():
             self._write(thread_id, resource_id, text)
 
@@ -191,6 +192,11 @@ class WorkingMemory:
             raise ConfigurationError(NOT_ENABLED)
         if not isinstance(thread_id, str) or not thread_id.strip():
             raise InvalidArgumentError("thread_id must be a non-empty string")
+        check_text(thread_id, "thread_id")
+        if resource_id is not None:
+            if not isinstance(resource_id, str):
+                raise InvalidArgumentError("resource_id must be a string")
+            check_text(resource_id, "resource_id")
         if self.config.scope == "resource" and not resource_id:
             raise ConfigurationError(NO_RESOURCE)
         if resource_id:
@@ -310,7 +316,7 @@ def strip_working_memory(message: Message) -> Message | None:
         return message
     if not parts and not (text and text.strip()):
         return None
-    return replace(message, content=MessageContent(parts=tuple(parts), text=text))
+    return replace(message, content=MessageContent(parts=parts, text=text))
 
 
 def _is_update_tool_part(part: Mapping[str, Any]) -> bool:
@@ -331,7 +337,9 @@ def _as_object(patch: Any) -> dict[str, Any]:
                 f"Failed to parse working memory input as JSON: {exc}") from None
     if not isinstance(patch, Mapping):
         raise InvalidArgumentError("a working memory patch must be a JSON object (a dict)")
-    return dict(patch)
+    patch = dict(patch)
+    check_json(patch, "working memory patch")
+    return patch
 
 
 def _stored_object(text: str | None) -> dict[str, Any]:

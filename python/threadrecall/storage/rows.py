@@ -57,7 +57,7 @@ def message_of(row: MessageRow) -> Message:
         thread_id=thread_id,
         resource_id=resource_id,
         role=body["role"],
-        content=MessageContent(parts=tuple(content.get("parts") or ()), text=content.get("text")),
+        content=MessageContent(parts=content.get("parts") or [], text=content.get("text")),
         created_at=from_micros(micros),
         type=body["type"],
         metadata=body["metadata"],

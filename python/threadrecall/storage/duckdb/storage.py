@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import json
 import threading
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -85,7 +86,8 @@ _PAYLOAD_SQL = (
     " || ',\"metadata\":' || metadata || '}'"
 )
 
-_OPEN: dict[str, "DuckDBStorage"] = {}  # file-backed stores of this process, by resolved path
+# File-backed stores of this process, by resolved path (one nobody holds any more drops out).
+_OPEN: weakref.WeakValueDictionary[str, DuckDBStorage] = weakref.WeakValueDictionary()
 _OPEN_LOCK = threading.Lock()
 
 

@@ -10,6 +10,7 @@ feed (``changes_since``) in the same transaction.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -27,6 +28,7 @@ from ...config import is_count
 from ...errors import InvalidArgumentError, ThreadNotFoundError
 from ...types import Message, Resource, Thread, ThreadPage, dumps, to_utc
 from ..base import Changes
+from ..replica import Replica
 from ..rows import MessageRow, from_micros, message_of, payload, to_micros
 from ..thread_filter import validate_thread_filter
 from . import queries as q
@@ -86,6 +88,8 @@ class PostgresStorage:
                                         name=f"threadrecall.{schema}")
             self._owns_pool = True
         self._local = threading.local()
+        self._replica: Replica | None = None
+        self._replica_lock = threading.Lock()
         self._pages: dict[tuple[Any, ...], str] = {}
         self._thread_pages: dict[tuple[Any, ...], str] = {}
 
@@ -412,8 +416,10 @@ class PostgresStorage:
 
     def changes_since(self, position: int) -> Changes:
         """The message writes committed after ``position`` (0: since the beginning), up to the
-        feed's head: each id's last change only, rows as they are now."""
-        rows = self._fetch(self._sql["CHANGES_SINCE"], {"position": position})
+        feed's head: each id's last change only, rows as they are now. Committed state only,
+        even when called inside a transaction."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(self._sql["CHANGES_SINCE"], {"position": position}).fetchall()
         head = next(r[9] for r in rows if r[0] == "h")
         if position > head:  # the feed was recreated behind this reader
             return Changes(head, reset=True)
@@ -429,6 +435,23 @@ class PostgresStorage:
             cur.execute(self._sql["SCAN_MESSAGES"])
             while chunk := cur.fetchmany(batch):
                 yield [_row(r) for r in chunk]
+
+    # ----------------------------------------------------------------------------- replica
+
+    @property
+    def replica(self) -> Replica:
+        """The messages in memory, for lexical and hybrid recall: built on first use, then
+        caught up with the change feed (one round trip) on every access."""
+        with self._replica_lock:
+            if self._replica is None:
+                self._replica = Replica()
+        self._replica.catch_up(self)
+        return self._replica
+
+    def lexical(self) -> _core.LexicalIndex:
+        """The replica's BM25 index, built on the first call (a later catch-up replays what
+        committed during the build)."""
+        return self.replica.lexical(self.scan_messages, contextlib.nullcontext)
 
     def _rows(self, query: str, params: Mapping[str, Any]) -> list[MessageRow]:
         return [_row(r) for r in self._fetch(query, params)]
