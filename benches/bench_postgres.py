@@ -18,6 +18,7 @@ import random
 import statistics
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import psycopg
@@ -33,7 +34,7 @@ from threadrecall import Memory  # noqa: E402
 from threadrecall.storage import PostgresStorage  # noqa: E402
 from threadrecall.storage.postgres.containment import filter_form  # noqa: E402
 from threadrecall.storage.rows import to_micros  # noqa: E402
-from threadrecall.types import MessageContent, dumps  # noqa: E402
+from threadrecall.types import Message, MessageContent, dumps  # noqa: E402
 
 COLUMNS = "id, thread_id, resource_id, role, type, content, metadata, created_at, seq"
 LAST_20 = f"SELECT {COLUMNS} FROM {{s}}.messages WHERE thread_id = %s ORDER BY created_at DESC, seq DESC LIMIT 20"
@@ -153,16 +154,20 @@ def _writer(dsn: str, schema: str, me: int, turns: int, start, out) -> None:
            " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
            " %s::text[], %s::bigint[], %s::bigint[])")
     start.wait()
-    ours, peer = [], []
+    ours, direct, peer = [], [], []
     for n in range(turns):
         turn = [{"id": f"w{me}-{n}-{k}", "thread_id": f"w{me}", "resource_id": "rw", "role": role,
                  "content": f"turn {n} {role}"} for k, role in enumerate(("user", "assistant"))]
         ours.append(_timed(lambda: memory.save_messages(turn)))
+        again = [Message(id=f"v{me}-{n}-{k}", thread_id=f"w{me}", resource_id="rw", role=role,
+                         content=MessageContent(text=f"turn {n} {role}"), created_at=datetime.now(timezone.utc))
+                 for k, role in enumerate(("user", "assistant"))]
+        direct.append(_timed(lambda: memory.storage.save_messages(again)))
         ids = [f"x{me}-{n}-{k}" for k in range(2)]
         peer.append(_timed(lambda: conn.execute(raw, [ids, [f"w{me}"] * 2, ["rw"] * 2, ["user", "assistant"],
                                                       ["text"] * 2, ['{"text":"x"}'] * 2, ["{}"] * 2,
                                                       [0, 0], [-1 - n * 2, -2 - n * 2]])))
-    out.put((statistics.median(ours), statistics.median(peer)))
+    out.put((statistics.median(ours), statistics.median(direct), statistics.median(peer)))
     conn.close()
     memory.close()
 
@@ -182,11 +187,10 @@ def saves(dsn: str, schema: str, turns: int) -> list:
         results = [out.get(timeout=600) for _ in procs]
         for p in procs:
             p.join()
-        ours = statistics.median(r[0] for r in results)
-        peer = statistics.median(r[1] for r in results)
-        report.append((f"per-turn save, {writers} writer(s)", ours, peer, ours / peer))
-        print(f"per-turn save, {writers} writer(s): threadrecall p50 {ours:.0f} µs | raw INSERT p50 {peer:.0f} µs "
-              f"| ratio {ours / peer:.2f}", flush=True)
+        ours, direct, peer = (statistics.median(r[k] for r in results) for k in range(3))
+        report.append((f"per-turn save, {writers} writer(s)", ours, direct, peer, ours / peer))
+        print(f"per-turn save, {writers} writer(s): Memory p50 {ours:.0f} µs | PostgresStorage {direct:.0f} µs "
+              f"| raw INSERT p50 {peer:.0f} µs | ratio {ours / peer:.2f}", flush=True)
     return report
 
 
@@ -233,8 +237,9 @@ def main() -> None:
                       "| path | threadrecall p50 | p95 | SQL p50 | p95 | ratio of p50 |", "|---|---|---|---|---|---|"]
             lines += [f"| {n} | {a:.0f} | {a95:.0f} | {b:.0f} | {b95:.0f} | {r:.2f} |"
                       for n, a, a95, b, b95, r in recall]
-            lines += ["", "| save | threadrecall p50 | raw 2-row INSERT p50 | ratio |", "|---|---|---|---|"]
-            lines += [f"| {n} | {a:.0f} | {b:.0f} | {r:.2f} |" for n, a, b, r in save]
+            lines += ["", "| save (2 messages) | Memory.save_messages p50 | PostgresStorage.save_messages p50 "
+                      "| raw 2-row INSERT p50 | Memory / INSERT |", "|---|---|---|---|---|"]
+            lines += [f"| {n} | {a:.0f} | {d:.0f} | {b:.0f} | {r:.2f} |" for n, a, d, b, r in save]
             lines += ["", f"Resident memory of a serving process after 2000 recalls: {rss} MB.", ""]
     out = Path(__file__).parent / "results" / "postgres.md"
     out.write_text("\n".join(lines))
