@@ -152,7 +152,7 @@ class ThreadRecallStore(BaseStore):
         gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
         if gets:
             found = {m.id: m for m in self.memory.get_messages(
-                dict.fromkeys(_item_id(op.namespace, op.key) for _, op in gets))}
+                [_item_id(op.namespace, op.key) for _, op in gets])}
             for i, op in gets:
                 message = found.get(_item_id(op.namespace, op.key))
                 results[i] = _item(message) if message is not None else None
