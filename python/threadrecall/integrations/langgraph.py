@@ -262,10 +262,17 @@ class ThreadRecallStore(BaseStore):
                              "vectors": len(writes.get(k, ()))},
             } for k, op in kept])
             self._index(kept, ids, writes)
-            for namespace in {k[0] for k, op in puts.items() if op.value is None}:
-                thread_id = _ns_thread(namespace)
-                if self.memory.recall(thread_id, per_page=1).total == 0:
-                    self.memory.delete_thread(thread_id)
+            for namespace in self._emptied(puts, {m.id for m in old}):
+                self.memory.delete_thread(_ns_thread(namespace))
+
+    def _emptied(self, puts: Mapping[tuple[tuple[str, ...], str], PutOp], existed: set[str]) -> list[tuple[str, ...]]:
+        """The namespaces a batch's deletes leave without items (their threads go too)."""
+        change: dict[tuple[str, ...], int] = {}
+        for (namespace, key), op in puts.items():
+            was = _item_id(namespace, key) in existed
+            change[namespace] = change.get(namespace, 0) + (op.value is not None) - was
+        return [ns for ns, delta in change.items()
+                if delta < 0 and self.memory.recall(_ns_thread(ns), per_page=1).total + delta <= 0]
 
     def _index(self, kept: list[tuple[tuple[tuple[str, ...], str], PutOp]], ids: Mapping[Any, str],
                writes: Mapping[tuple[tuple[str, ...], str], list[Sequence[float]]]) -> None:
