@@ -103,6 +103,18 @@ def test_chat_turn(benchmark, saver):
                        rounds=40, warmup_rounds=3)
 
 
+def test_one_commit_floor(benchmark, memory):
+    """What a durable write costs by itself here: one message saved in its own transaction.
+    A checkpoint is one such write and a task's writes another, so a graph step costs about
+    two of these on top of LangGraph's own work."""
+    benchmark.group = "floor: one save_messages of one message"
+    memory.create_thread("r", thread_id="floor")
+    n = itertools.count()
+    benchmark.pedantic(lambda: memory.save_messages([{"thread_id": "floor", "role": "user",
+                                                      "content": f"m{next(n)}"}]),
+                       rounds=60, warmup_rounds=3)
+
+
 @pytest.fixture(params=["InMemoryStore", "ThreadRecallStore"])
 def store(request, memory):
     index = {"dims": 64, "embed": embed, "fields": ["text"]}
