@@ -27,7 +27,8 @@ class SemanticRecall:
 
     It shares its write path and vector index (``memory_messages[_<dim>]`` unless ``index_name``
     is given) with ``Memory``, so either can write what the other reads. ``mode`` ranks as
-    ``semantic_recall.mode`` does: ``"vector"``, ``"lexical"`` (BM25) or ``"hybrid"``.
+    ``semantic_recall.mode`` does: ``"vector"``, ``"lexical"`` (BM25) or ``"hybrid"``;
+    ``lexical_weight`` is hybrid's weight of the BM25 ranking (``semantic_recall.lexical_weight``).
     """
 
     id = "semantic-recall"
@@ -36,9 +37,11 @@ class SemanticRecall:
     def __init__(self, storage: DuckDBStorage, vector: Any, embedder: Any, *, top_k: int = 4,
                  message_range: int | Mapping[str, int] = 1, scope: str = "resource",
                  threshold: float | None = None, index_name: str | None = None,
-                 logger: logging.Logger | None = None, mode: str = "vector") -> None:
+                 logger: logging.Logger | None = None, mode: str = "vector",
+                 lexical_weight: float | None = None) -> None:
         self.config = SemanticRecallConfig(top_k=top_k, message_range=message_range, scope=scope,
-                                           threshold=threshold, index_name=index_name, mode=mode)
+                                           threshold=threshold, index_name=index_name, mode=mode,
+                                           lexical_weight=lexical_weight)
         self.storage = storage
         self.index = MessageIndex(vector, embedder, index_name=index_name)
         self.logger = logger or logging.getLogger("threadrecall.semantic_recall")
