@@ -146,6 +146,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dataset", type=Path)
     parser.add_argument("--model", help="a model directory or package (default: MiniLM)")
+    parser.add_argument("--query-prompt")
+    parser.add_argument("--document-prompt")
     parser.add_argument("--train", default="0-4")
     parser.add_argument("--check", default="5-9")
     parser.add_argument("--cache", type=Path)
@@ -156,8 +158,10 @@ def main() -> None:
     args = parser.parse_args()
     from threadrecall.embedders import LocalEmbedder
 
-    inner = LocalEmbedder(args.model) if args.model else LocalEmbedder()
-    cache = DiskCachedEmbedder(inner, args.cache or Path(f"/tmp/embeddings-{inner.model_id}.npz"))
+    prompts = {"query_prompt": args.query_prompt, "document_prompt": args.document_prompt}
+    inner = LocalEmbedder(args.model, **prompts) if args.model else LocalEmbedder(**prompts)
+    tag = "-prompts" if inner.spec.query_prompt or inner.spec.document_prompt else ""
+    cache = DiskCachedEmbedder(inner, args.cache or Path(f"/tmp/embeddings-{inner.model_id}{tag}.npz"))
     data = locomo.load(args.dataset)
     train = [data[i] for i in split(args.train)]
     check = [data[i] for i in split(args.check)]
