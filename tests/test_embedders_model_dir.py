@@ -184,3 +184,16 @@ def test_the_cache_keeps_query_and_document_vectors_apart(tmp_path):
     np.testing.assert_allclose(cached.embed_query(["the red car"]), query)
     np.testing.assert_allclose(asyncio.run(cached.aembed_query(["the red car"])), query)
     assert (cached.hits, cached.misses) == (3, 2)
+
+
+def test_an_installed_package_holding_a_model_directory(tmp_path, monkeypatch, raw):
+    package = tmp_path / "site" / "my_embedding_model"
+    package.mkdir(parents=True)
+    folder = lay_out(tmp_path, {"1_Pooling/config.json": {"pooling_mode_cls_token": True}})
+    shutil.move(str(folder), str(package / "model"))
+    (package / "__init__.py").write_text(
+        "from pathlib import Path\n\ndef model_dir():\n    return Path(__file__).parent / 'model'\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    embedder = LocalEmbedder("my_embedding_model")
+    assert embedder.spec.pooling == "cls" and embedder.model_id == "my_embedding_model"
+    np.testing.assert_allclose(embedder.embed(TEXTS[:1])[0], unit(raw(TEXTS[0])[0]), atol=2e-5)

@@ -132,13 +132,16 @@ class ModelSpec:
     @classmethod
     def from_package(cls, name: str, **overrides: Any) -> ModelSpec:
         """The model directory inside an installed package (its ``model_dir()`` or
-        ``model_path()`` when it has one, else the package's own folder)."""
+        ``model_path()`` when it has one, else the package's own folder); the model id is
+        the package name unless ``model_id=`` says otherwise."""
         if importlib.util.find_spec(name) is None:
             raise ConfigurationError(
                 f"no model directory or installed package is named {name!r}; install the "
                 f"package, or pass the path of a directory holding the ONNX model"
             )
         module = importlib.import_module(name)
+        if overrides.get("model_id") is None:
+            overrides["model_id"] = name
         for function in ("model_dir", "get_model_path", "model_path"):
             found = getattr(module, function, None)
             if callable(found):
