@@ -4,7 +4,8 @@ One write path serves ``Memory`` and the ``SemanticRecall`` processor. A message
 text (``Message.search_text``: its text, after ``"<speaker>: "`` when ``metadata["speaker"]``
 names who said it) is cut into chunks of at most ``CHUNK_CHARS`` characters; chunk ``k`` of message ``m`` is
 stored under the vector id ``m#k`` with metadata naming the message, its thread, resource, role,
-creation time, and the thread's own metadata (so a vector filter can select by it). Vectors are
+creation time, the message's own metadata and its thread's (so a vector filter can select by
+either; the message's wins on a shared key). Vectors are
 written through the vector store in the caller's transaction, so messages and their vectors land
 together or not at all.
 """
@@ -175,9 +176,11 @@ def vector_ids(message: Message) -> list[str]:
 
 
 def vector_metadata(message: Message, thread: Thread | None) -> dict[str, Any]:
-    base = {k: v for k, v in (thread.metadata if thread else {}).items() if k not in RESERVED_KEYS}
+    """What a vector filter sees of a message: its thread's metadata, then its own (which wins
+    on a shared key), then the reserved fields (which win over both)."""
+    base = {**(thread.metadata if thread else {}), **message.metadata}
     return {
-        **base,
+        **{k: v for k, v in base.items() if k not in RESERVED_KEYS},
         "message_id": message.id,
         "thread_id": message.thread_id,
         "resource_id": message.resource_id or "",
