@@ -17,7 +17,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call  # no
 
 from threadrecall import Memory  # noqa: E402
 from threadrecall.embedders import HashEmbedder  # noqa: E402
-from threadrecall.errors import InvalidArgumentError, ResourceMismatchError  # noqa: E402
+from threadrecall.errors import ConfigurationError, InvalidArgumentError, ResourceMismatchError  # noqa: E402
 from threadrecall.integrations import openai_agents  # noqa: E402
 from threadrecall.integrations.openai_agents import ThreadRecallSession  # noqa: E402
 from threadrecall.storage import DuckDBStorage  # noqa: E402
@@ -323,7 +323,7 @@ def test_messages_saved_by_other_means_read_as_items(memory):
 # ----------------------------------------------------------------------------- recall and errors
 
 def test_related_items_finds_similar_items_across_the_resource(db):
-    memory = Memory(storage=DuckDBStorage(db), embedder=HashEmbedder())
+    memory = Memory(storage=DuckDBStorage(db), embedder=HashEmbedder(), options={"semantic_recall": True})
     try:
         trip = ThreadRecallSession("trip", memory, resource_id="alice")
         chat = ThreadRecallSession("chat", memory, resource_id="alice")
@@ -341,6 +341,11 @@ def test_related_items_finds_similar_items_across_the_resource(db):
             run(chat.related_items("x", limit=0))
     finally:
         memory.close()
+
+
+def test_related_items_without_semantic_recall_says_so(memory):
+    with pytest.raises(ConfigurationError, match="semantic recall"):
+        run(ThreadRecallSession("s", memory).related_items("anything"))
 
 
 def test_a_resource_cannot_read_another_resources_session(memory):

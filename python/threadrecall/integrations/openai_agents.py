@@ -18,9 +18,10 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 from agents.memory.session_settings import resolve_session_limit
 
-from ..errors import InvalidArgumentError, ThreadNotFoundError
+from ..errors import ConfigurationError, InvalidArgumentError, ThreadNotFoundError
 from ..memory import Memory
 from ..types import Message
+from .parts import PartCodec
 
 __all__ = ["ThreadRecallSession", "item_to_message", "message_to_item"]
 
@@ -29,17 +30,16 @@ KEY = "openai_agents"
 # role of a message item -> role stored
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 
-# content part type -> (part type stored, {stored key: item key} moved into the stored part)
-_PARTS: dict[str, tuple[str, dict[str, str]]] = {
-    "input_text": ("text", {"text": "text"}),
-    "output_text": ("text", {"text": "text"}),
-    "refusal": ("text", {"text": "refusal"}),
-    "summary_text": ("reasoning", {"text": "text"}),
-    "input_image": ("file", {"url": "image_url", "file_id": "file_id"}),
-    "input_file": ("file", {"filename": "filename", "data": "file_data", "url": "file_url",
-                            "file_id": "file_id"}),
-}
-_OTHER_PART = "data-openai-agents"
+# content part type -> (part type stored, {stored key: path of the field moved into it})
+_PARTS = PartCodec(KEY, {
+    "input_text": ("text", {"text": ("text",)}),
+    "output_text": ("text", {"text": ("text",)}),
+    "refusal": ("text", {"text": ("refusal",)}),
+    "summary_text": ("reasoning", {"text": ("text",)}),
+    "input_image": ("file", {"url": ("image_url",), "file_id": ("file_id",)}),
+    "input_file": ("file", {"filename": ("filename",), "data": ("file_data",), "url": ("file_url",),
+                            "file_id": ("file_id",)}),
+})
 
 
 class ThreadRecallSession:
@@ -93,7 +93,7 @@ class ThreadRecallSession:
         for message in messages:
             message["thread_id"], message["resource_id"] = self.session_id, self.resource_id
         if messages:
-            await self.memory.asave_messages(messages)
+            await self.memory.asave_messages(messages, keep_system=True)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the newest item and return it (None when the session is empty); the read
@@ -130,12 +130,13 @@ class ThreadRecallSession:
                             scope: str = "resource") -> list[TResponseInputItem]:
         """The items most similar to ``query``, most similar first: from every session of
         this resource (``scope="resource"``) or this one (``"thread"``). Needs a ``Memory``
-        with an embedder (or lexical semantic recall).
+        with semantic recall on (items are embedded as they are added).
 
         >>> import asyncio
         >>> from threadrecall import Memory
         >>> from threadrecall.embedders import HashEmbedder
-        >>> session = ThreadRecallSession("chat-1", Memory(embedder=HashEmbedder()))
+        >>> memory = Memory(embedder=HashEmbedder(), options={"semantic_recall": True})
+        >>> session = ThreadRecallSession("chat-1", memory)
         >>> asyncio.run(session.add_items([{"role": "user", "content": "my passport expires in June"},
         ...                                {"role": "user", "content": "book a table in Lisbon"}]))
         >>> asyncio.run(session.related_items("passport renewal", limit=1))[0]["content"]
@@ -147,6 +148,10 @@ class ThreadRecallSession:
             raise InvalidArgumentError("limit must be a positive integer")
         if scope not in ("resource", "thread"):
             raise InvalidArgumentError(f"scope must be 'resource' or 'thread', got {scope!r}")
+        if self.memory.options.semantic is None:
+            raise ConfigurationError(
+                "related_items needs semantic recall: Memory(embedder=..., "
+                "options={'semantic_recall': True})")
         result = await self.memory.arecall(
             self.session_id, resource_id=self.resource_id, vector_search_string=query, per_page=0,
             thread_config={"semantic_recall": {"top_k": limit, "message_range": 0, "scope": scope}},
@@ -184,7 +189,7 @@ def item_to_message(item: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(content, str):
             parts = [{"type": "text", "text": content}]
         elif isinstance(content, list) and all(isinstance(p, Mapping) for p in content):
-            parts, envelope["content"] = [_part_of(p) for p in content], []
+            parts, envelope["content"] = [_PARTS.encode(p) for p in content], []
         else:
             envelope["content"] = content
     elif kind == "function_call" and _strings(item, "call_id", "name"):
@@ -198,19 +203,8 @@ def item_to_message(item: Mapping[str, Any]) -> dict[str, Any]:
             "state": "result", "tool_call_id": item["call_id"], "result": item["output"]}}]
     elif kind == "reasoning" and isinstance(item.get("summary"), list) and all(
             isinstance(p, Mapping) for p in item["summary"]):
-        parts, envelope["summary"] = [_part_of(p) for p in item["summary"]], []
+        parts, envelope["summary"] = [_PARTS.encode(p) for p in item["summary"]], []
     return {"role": role, "content": {"parts": parts}, "metadata": {KEY: envelope}}
-
-
-def _part_of(part: Mapping[str, Any]) -> dict[str, Any]:
-    kind, moved = _PARTS.get(part.get("type"), (_OTHER_PART, {}))
-    rest = dict(part)
-    stored: dict[str, Any] = {"type": kind}
-    for ours, theirs in moved.items():
-        if theirs in rest:
-            stored[ours] = rest.pop(theirs)
-    stored[KEY] = rest
-    return stored
 
 
 def _strings(item: Mapping[str, Any], *keys: str) -> bool:
@@ -261,14 +255,8 @@ def message_to_item(message: Message) -> dict[str, Any]:
 
 
 def _item_part(part: Mapping[str, Any]) -> dict[str, Any]:
-    rest = part.get(KEY)
-    if not isinstance(rest, Mapping):
-        return {"type": "input_text", "text": part.get("text", "")}
-    out = dict(rest)
-    for ours, theirs in _PARTS.get(out.get("type"), (_OTHER_PART, {}))[1].items():
-        if ours in part:
-            out[theirs] = part[ours]
-    return out
+    kept = _PARTS.decode(part)
+    return kept if kept is not None else {"type": "input_text", "text": part.get("text", "")}
 
 
 def _foreign_item(message: Message) -> dict[str, Any]:
