@@ -21,8 +21,9 @@ Path = tuple[str, ...]
 class PartCodec:
     """Encodes a framework's parts (dicts keyed by ``type``) as native parts and back.
 
-    ``table`` maps a framework part type to the native type and the moved fields
-    (``{native key: path in the framework part}``).
+    ``table`` maps a framework part type (read from its ``tag`` field) to the native type and
+    the moved fields, ``{native path: framework path}``; a path is a key, or a tuple of keys for
+    a nested field. ``fixed`` adds constant native fields for a framework type.
 
     >>> codec = PartCodec("fw", {"input_text": ("text", {"text": ("text",)})})
     >>> codec.encode({"type": "input_text", "text": "Hi", "lang": "en"})
@@ -33,20 +34,24 @@ class PartCodec:
     {'type': 'data-fw', 'fw': {'type': 'audio', 'data': 'UklG'}}
     """
 
-    def __init__(self, key: str, table: Mapping[str, tuple[str, Mapping[str, Path]]]) -> None:
+    def __init__(self, key: str, table: Mapping[str, tuple[str, Mapping[Path | str, Path | str]]],
+                 *, tag: str = "type", fixed: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.key = key
-        self.table = table
+        self.tag = tag
+        self.table = {kind: (ours, {_path(a): _path(b) for a, b in moved.items()})
+                      for kind, (ours, moved) in table.items()}
+        self.fixed = dict(fixed or {})
         self.other = "data-" + key.replace("_", "-")
 
     def encode(self, part: Mapping[str, Any]) -> dict[str, Any]:
         """The native part keeping ``part``."""
-        kind, moved = self.table.get(part.get("type"), (self.other, {}))  # type: ignore[arg-type]
+        kind, moved = self.table.get(part.get(self.tag), (self.other, {}))  # type: ignore[arg-type]
         rest = copy.deepcopy(dict(part))
-        native: dict[str, Any] = {"type": kind}
-        for ours, path in moved.items():
-            holder = _holder(rest, path)
+        native: dict[str, Any] = {"type": kind, **copy.deepcopy(self.fixed.get(part.get(self.tag), {}))}
+        for ours, theirs in moved.items():
+            holder = _holder(rest, theirs)
             if holder is not None:
-                native[ours] = holder.pop(path[-1])
+                _place(native, ours, holder.pop(theirs[-1]))
         native[self.key] = rest
         return native
 
@@ -56,18 +61,26 @@ class PartCodec:
         if not isinstance(rest, Mapping):
             return None
         out = copy.deepcopy(dict(rest))
-        for ours, path in self.table.get(out.get("type"), (self.other, {}))[1].items():
-            if ours in part:
-                holder = out
-                for step in path[:-1]:
-                    holder = holder.setdefault(step, {})
-                holder[path[-1]] = part[ours]
+        for ours, theirs in self.table.get(out.get(self.tag), (self.other, {}))[1].items():
+            holder = _holder(part, ours)
+            if holder is not None:
+                _place(out, theirs, holder[ours[-1]])
         return out
 
 
-def _holder(part: dict[str, Any], path: Path) -> dict[str, Any] | None:
+def _path(path: Path | str) -> Path:
+    return (path,) if isinstance(path, str) else tuple(path)
+
+
+def _holder(part: Any, path: Path) -> dict[str, Any] | None:
     """The dict in ``part`` that holds the field at ``path``, or None when it is absent."""
     holder: Any = part
     for step in path[:-1]:
-        holder = holder.get(step) if isinstance(holder, dict) else None
-    return holder if isinstance(holder, dict) and path[-1] in holder else None
+        holder = holder.get(step) if isinstance(holder, Mapping) else None
+    return holder if isinstance(holder, Mapping) and path[-1] in holder else None  # type: ignore[return-value]
+
+
+def _place(target: dict[str, Any], path: Path, value: Any) -> None:
+    for step in path[:-1]:
+        target = target.setdefault(step, {})
+    target[path[-1]] = value
