@@ -1,6 +1,6 @@
-"""Drop-in memory for agent frameworks, one module per framework.
+"""Drop-in memory for Python agent frameworks, one module per framework.
 
-Each module imports its framework, so import the one you use (``from
-threadrecall.integrations.openai_agents import ThreadRecallSession``) after installing the
-extra of the same name (``pip install 'threadrecall[openai-agents]'``).
+Each module imports its framework, so it is imported only when used and needs the extra of
+its name (``pip install 'threadrecall[openai-agents]'``, ``'threadrecall[langchain]'``,
+``'threadrecall[llama-index]'``, ``'threadrecall[langgraph]'``, ``'threadrecall[pydantic-ai]'``).
 """
