@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("langchain_core")
 
-from langchain_core.chat_history import BaseChatMessageHistory  # noqa: E402
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
-from langchain_core.messages import (  # noqa: E402
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
     ChatMessage,
@@ -22,15 +22,14 @@ from langchain_core.messages import (  # noqa: E402
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
-from langchain_core.runnables import RunnableLambda  # noqa: E402
-from langchain_core.runnables.history import RunnableWithMessageHistory  # noqa: E402
-
-from threadrecall import Memory  # noqa: E402
-from threadrecall.errors import InvalidArgumentError, ResourceMismatchError  # noqa: E402
-from threadrecall.integrations import langchain as integration  # noqa: E402
-from threadrecall.integrations.langchain import ThreadRecallChatMessageHistory  # noqa: E402
-from threadrecall.storage import DuckDBStorage  # noqa: E402
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables.history import RunnableWithMessageHistory
+from threadrecall import Memory
+from threadrecall.errors import InvalidArgumentError, ResourceMismatchError
+from threadrecall.integrations import langchain as integration
+from threadrecall.integrations.langchain import ThreadRecallChatMessageHistory
+from threadrecall.storage import DuckDBStorage
 
 IMAGE = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 
@@ -196,7 +195,7 @@ def test_another_resource_cannot_read_or_clear_the_thread(memory):
     ThreadRecallChatMessageHistory(memory, "private", resource_id="bob").add_user_message("secret")
     intruder = ThreadRecallChatMessageHistory(memory, "private", resource_id="mallory")
     with pytest.raises(ResourceMismatchError):
-        intruder.messages
+        _ = intruder.messages
     with pytest.raises(ResourceMismatchError):
         intruder.clear()
     with pytest.raises(ResourceMismatchError):

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("llama_index.core")
 
-from llama_index.core.base.llms.types import (  # noqa: E402
+from llama_index.core.base.llms.types import (
     AudioBlock,
     ChatMessage,
     DocumentBlock,
@@ -20,16 +20,16 @@ from llama_index.core.base.llms.types import (  # noqa: E402
     ThinkingBlock,
     ToolCallBlock,
 )
-from llama_index.core.chat_engine import SimpleChatEngine  # noqa: E402
-from llama_index.core.llms import MockLLM  # noqa: E402
-from llama_index.core.memory import BaseMemoryBlock, ChatMemoryBuffer, Memory as LlamaMemory  # noqa: E402
-from llama_index.core.storage.chat_store.base_db import MessageStatus  # noqa: E402
-
-from threadrecall import Memory  # noqa: E402
-from threadrecall.errors import InvalidArgumentError, ResourceMismatchError  # noqa: E402
-from threadrecall.integrations import llama_index as integration  # noqa: E402
-from threadrecall.integrations.llama_index import ThreadRecallChatStore, ThreadRecallDBChatStore  # noqa: E402
-from threadrecall.storage import DuckDBStorage  # noqa: E402
+from llama_index.core.chat_engine import SimpleChatEngine
+from llama_index.core.llms import MockLLM
+from llama_index.core.memory import BaseMemoryBlock, ChatMemoryBuffer
+from llama_index.core.memory import Memory as LlamaMemory
+from llama_index.core.storage.chat_store.base_db import MessageStatus
+from threadrecall import Memory
+from threadrecall.errors import InvalidArgumentError, ResourceMismatchError
+from threadrecall.integrations import llama_index as integration
+from threadrecall.integrations.llama_index import ThreadRecallChatStore, ThreadRecallDBChatStore
+from threadrecall.storage import DuckDBStorage
 
 
 def words(text: str) -> list[str]:
@@ -98,7 +98,7 @@ def test_simple_chat_engine_keeps_its_history_in_the_store(memory, db):
 class Recorder(BaseMemoryBlock[str]):
     """A memory block that keeps what the short-term memory flushes to it."""
 
-    flushed: list[Any] = []
+    flushed: list[Any]
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **kwargs: Any) -> str:
         return " | ".join(m.content or "" for m in self.flushed)

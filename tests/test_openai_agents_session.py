@@ -11,16 +11,15 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, RunConfig, Runner, function_tool  # noqa: E402
-from agents.memory import Session, SessionSettings  # noqa: E402
-from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
-
-from threadrecall import Memory  # noqa: E402
-from threadrecall.embedders import HashEmbedder  # noqa: E402
-from threadrecall.errors import ConfigurationError, InvalidArgumentError, ResourceMismatchError  # noqa: E402
-from threadrecall.integrations import openai_agents  # noqa: E402
-from threadrecall.integrations.openai_agents import ThreadRecallSession  # noqa: E402
-from threadrecall.storage import DuckDBStorage  # noqa: E402
+from agents import Agent, RunConfig, Runner, function_tool
+from agents.memory import Session, SessionSettings
+from agents.testing import ScriptedModel, assistant_message, function_call
+from threadrecall import Memory
+from threadrecall.embedders import HashEmbedder
+from threadrecall.errors import ConfigurationError, InvalidArgumentError, ResourceMismatchError
+from threadrecall.integrations import openai_agents
+from threadrecall.integrations.openai_agents import ThreadRecallSession
+from threadrecall.storage import DuckDBStorage
 
 
 @pytest.fixture

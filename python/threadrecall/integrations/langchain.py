@@ -30,7 +30,7 @@ from ..recall import check_thread_id
 from ..types import Message
 from .parts import PartCodec
 
-__all__ = ["ThreadRecallChatMessageHistory", "message_of", "langchain_message"]
+__all__ = ["ThreadRecallChatMessageHistory", "langchain_message", "message_of"]
 
 KEY = "langchain"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.bridge.pydantic import ConfigDict, Field
@@ -27,7 +27,7 @@ from ..recall import check_thread_id
 from ..types import Message, Thread
 from .parts import PartCodec
 
-__all__ = ["ThreadRecallChatStore", "ThreadRecallDBChatStore", "message_of", "chat_message"]
+__all__ = ["ThreadRecallChatStore", "ThreadRecallDBChatStore", "chat_message", "message_of"]
 
 KEY = "llama_index"
 THREAD_MARK = {"chat_store": "llama_index"}
@@ -51,6 +51,10 @@ _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant"
 
 class _Threads:
     """What both stores share: keys as threads of a ``Memory``, messages in order."""
+
+    if TYPE_CHECKING:
+        memory: Memory
+        resource_id: str | None
 
     def _resource(self, key: str) -> str:
         return self.resource_id or key
@@ -118,7 +122,7 @@ class ThreadRecallChatStore(_Threads, BaseChatStore):
     resource_id: str | None = None
 
     def __init__(self, memory: Memory, *, resource_id: str | None = None, **kwargs: Any) -> None:
-        super().__init__(memory=memory, resource_id=resource_id, **kwargs)
+        super().__init__(memory=memory, resource_id=resource_id, **kwargs)  # type: ignore[call-arg]
 
     @classmethod
     def class_name(cls) -> str:
@@ -211,7 +215,7 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
     resource_id: str | None = None
 
     def __init__(self, memory: Memory, *, resource_id: str | None = None, **kwargs: Any) -> None:
-        super().__init__(memory=memory, resource_id=resource_id, **kwargs)
+        super().__init__(memory=memory, resource_id=resource_id, **kwargs)  # type: ignore[call-arg]
 
     @classmethod
     def class_name(cls) -> str:

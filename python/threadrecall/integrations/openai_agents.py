@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
@@ -85,7 +85,7 @@ class ThreadRecallSession:
         if limit == 0:
             return []
         per_page: int | bool = False if limit is None or limit < 0 else limit
-        return [message_to_item(m) for m in await self._newest(per_page)]
+        return [cast(TResponseInputItem, message_to_item(m)) for m in await self._newest(per_page)]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append items in order, in one transaction."""
@@ -111,7 +111,7 @@ class ThreadRecallSession:
             if not newest:
                 return None
             await self.memory.adelete_messages([newest[-1].id])
-        return message_to_item(newest[-1])
+        return cast(TResponseInputItem, message_to_item(newest[-1]))
 
     async def clear_session(self) -> None:
         """Remove every item of the session (the thread goes too)."""
@@ -158,7 +158,7 @@ class ThreadRecallSession:
         )
         scores = result.scores
         hits = sorted((m for m in result.messages if m.id in scores), key=lambda m: -scores[m.id])
-        return [message_to_item(m) for m in hits]
+        return [cast(TResponseInputItem, message_to_item(m)) for m in hits]
 
 
 def _items(items: Any) -> list[Mapping[str, Any]]:
@@ -182,7 +182,8 @@ def item_to_message(item: Mapping[str, Any]) -> dict[str, Any]:
     """
     envelope = dict(item)
     kind = item.get("type", "message" if "role" in item else None)
-    role, parts = "tool" if str(kind).endswith("_output") else "assistant", []
+    role = "tool" if str(kind).endswith("_output") else "assistant"
+    parts: list[dict[str, Any]] = []
     if kind == "message" and item.get("role") in _ROLES:
         role = _ROLES[item["role"]]
         content = envelope.pop("content", None)
@@ -245,7 +246,7 @@ def message_to_item(message: Message) -> dict[str, Any]:
     elif kind == "reasoning" and item.get("summary") == []:
         item["summary"] = [_item_part(p) for p in parts]
     elif kind in ("function_call", "function_call_output"):
-        call = next((p["tool_invocation"] for p in parts if p.get("type") == "tool-invocation"), {})
+        call: Mapping[str, Any] = next((p["tool_invocation"] for p in parts if p.get("type") == "tool-invocation"), {})
         item["call_id"] = call.get("tool_call_id")
         if kind == "function_call":
             item["name"] = call.get("tool_name")

@@ -45,9 +45,10 @@ class PartCodec:
 
     def encode(self, part: Mapping[str, Any]) -> dict[str, Any]:
         """The native part keeping ``part``."""
-        kind, moved = self.table.get(part.get(self.tag), (self.other, {}))  # type: ignore[arg-type]
+        tag = str(part.get(self.tag))
+        kind, moved = self.table.get(tag, (self.other, {}))
         rest = copy.deepcopy(dict(part))
-        native: dict[str, Any] = {"type": kind, **copy.deepcopy(self.fixed.get(part.get(self.tag), {}))}
+        native: dict[str, Any] = {"type": kind, **copy.deepcopy(self.fixed.get(tag, {}))}
         for ours, theirs in moved.items():
             holder = _holder(rest, theirs)
             if holder is not None:
@@ -61,7 +62,7 @@ class PartCodec:
         if not isinstance(rest, Mapping):
             return None
         out = copy.deepcopy(dict(rest))
-        for ours, theirs in self.table.get(out.get(self.tag), (self.other, {}))[1].items():
+        for ours, theirs in self.table.get(str(out.get(self.tag)), (self.other, {}))[1].items():
             holder = _holder(part, ours)
             if holder is not None:
                 _place(out, theirs, holder[ours[-1]])
