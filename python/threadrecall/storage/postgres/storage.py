@@ -142,7 +142,9 @@ class PostgresStorage:
             finally:
                 tx.depth -= 1
             return
-        with self._pool.connection() as conn:
+        # In pipeline mode BEGIN travels with the first statement and the feed entry with
+        # COMMIT: a transaction costs no round trip of its own.
+        with self._pool.connection() as conn, conn.pipeline():
             tx = self._local.tx = _Transaction(conn)
             try:
                 with conn.transaction():

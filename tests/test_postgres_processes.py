@@ -1,0 +1,168 @@
+"""Several processes on one PostgreSQL memory: fresh-schema migration at the same moment,
+writers and readers side by side for a minute, and a writer killed in the middle of a batch."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import psycopg
+from conftest import T0, kill_after_acks
+from psycopg import sql
+
+from threadrecall.storage import PostgresStorage
+from threadrecall.types import Message, MessageContent, Thread
+
+WORKERS = 4
+RUN_SECONDS = float(os.environ.get("THREADRECALL_TEST_PG_SECONDS", 60))  # the minute, shorter for a quick check
+
+
+def _message(mid: str, thread: str, n: int) -> Message:
+    return Message(id=mid, thread_id=thread, resource_id="r1", role="user",
+                   content=MessageContent(text=f"{mid} says {n}"),
+                   created_at=T0 + timedelta(milliseconds=n), metadata={"n": n})
+
+
+def test_processes_opening_a_fresh_schema_at_once_migrate_it_once(pg_dsn, pg_schema):
+    script = (
+        "import sys, time\n"
+        "from threadrecall.storage import PostgresStorage\n"
+        "dsn, schema, at = sys.argv[1], sys.argv[2], float(sys.argv[3])\n"
+        "time.sleep(max(0.0, at - time.time()))\n"
+        "store = PostgresStorage(dsn, schema=schema)\n"
+        "store.save_thread(__import__('threadrecall.types', fromlist=['Thread']).Thread(sys.argv[4], 'r1'))\n"
+        "store.close()\n"
+    )
+    at = time.time() + 2.0
+    children = [subprocess.Popen([sys.executable, "-c", script, pg_dsn, pg_schema, str(at), f"t{i}"],
+                                 stderr=subprocess.PIPE, text=True) for i in range(3)]
+    errors = [child.communicate(timeout=60)[1] for child in children]
+    assert [child.returncode for child in children] == [0, 0, 0], errors
+    with psycopg.connect(pg_dsn) as conn:
+        ident = sql.Identifier(pg_schema)
+        versions = conn.execute(sql.SQL("SELECT component, version FROM {}.schema_version").format(ident)).fetchall()
+        feed = conn.execute(sql.SQL("SELECT count(*) FROM {}.feed").format(ident)).fetchone()[0]
+        threads = conn.execute(sql.SQL("SELECT count(*) FROM {}.threads").format(ident)).fetchone()[0]
+    assert versions == [("memory", 1)] and feed == 1 and threads == 3
+
+
+def _worker(dsn: str, schema: str, me: int, acked, start, results) -> None:
+    """Write messages to this worker's thread (alone, or three in a transaction) and, between
+    writes, check that what the other workers acknowledged before each read is visible, both
+    to a page read and through the change feed."""
+    store = PostgresStorage(dsn, schema=schema, max_connections=2)
+    results.put(("ready", me))
+    start.wait()
+    stop_at = time.time() + RUN_SECONDS
+    thread = f"t{me}"
+    position, seen = 0, set()
+    n = stale = reads = 0
+    while time.time() < stop_at:
+        if n % 5 == 4:
+            with store.transaction():
+                for k in range(3):
+                    store.save_messages([_message(f"p{me}-{n + k}", thread, n + k)])
+            n += 3
+        else:
+            store.save_messages([_message(f"p{me}-{n}", thread, n)])
+            n += 1
+        acked[me] = n  # every message below n is acknowledged
+        other = (me + 1 + n % (WORKERS - 1)) % WORKERS
+        before = acked[other]  # acknowledged before the read begins
+        if before:
+            rows, total = store.page(f"t{other}", descending=True, limit=1)
+            reads += 1
+            if total < before or rows[0][0] < f"p{other}-":  # a message it acknowledged is missing
+                stale += 1
+            changes = store.changes_since(position)
+            position = changes.position
+            seen.update(r[0] for r in changes.upserted)
+            if f"p{other}-{before - 1}" not in seen:
+                stale += 1
+    final = [acked[i] for i in range(WORKERS)]
+    seen.update(r[0] for r in store.changes_since(position).upserted)
+    missed = sum(1 for i in range(WORKERS) for k in range(final[i]) if f"p{i}-{k}" not in seen)
+    store.close()
+    results.put((me, n, reads, stale, missed))
+
+
+def test_four_processes_write_and_read_one_memory_for_a_minute(pg_dsn, pg_schema):
+    store = PostgresStorage(pg_dsn, schema=pg_schema)
+    store.save_threads([Thread(f"t{i}", "r1") for i in range(WORKERS)])
+    context = multiprocessing.get_context("spawn")
+    acked = context.Array("q", WORKERS)
+    results = context.Queue()
+    start = context.Event()
+    workers = [context.Process(target=_worker, args=(pg_dsn, pg_schema, i, acked, start, results))
+               for i in range(WORKERS)]
+    for worker in workers:
+        worker.start()
+    assert sorted(results.get(timeout=120) for _ in workers) == [("ready", i) for i in range(WORKERS)]
+    start.set()  # all four run for the same minute
+    reports = sorted(results.get(timeout=RUN_SECONDS + 120) for _ in workers)
+    for worker in workers:
+        worker.join(timeout=30)
+    assert [w.exitcode for w in workers] == [0] * WORKERS
+    written = {me: n for me, n, *_ in reports}
+    assert all(n >= 20 for n in written.values()), reports
+    assert all(r[2] >= 20 for r in reports), reports  # reads made
+    assert [r[3] for r in reports] == [0] * WORKERS, reports  # stale reads
+    assert [r[4] for r in reports] == [0] * WORKERS, reports  # writes the feed missed
+    for me, n in written.items():
+        stored = [m.id for m in store.thread_messages(f"t{me}")]
+        assert stored == [f"p{me}-{k}" for k in range(n)]  # nothing lost, nothing extra
+    store.close()
+
+
+KILLED_WRITER = """
+import sys
+from datetime import datetime, timedelta, timezone
+from threadrecall.storage import PostgresStorage
+from threadrecall.types import Message, MessageContent
+dsn, schema = sys.argv[1].split("|")
+store = PostgresStorage(dsn, schema=schema)
+t0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+batch = 0
+while True:
+    with store.transaction():  # one batch: five calls of ten messages, committed together
+        for part in range(5):
+            store.save_messages([
+                Message(id=f"b{batch}-{part * 10 + i}", thread_id="batches", resource_id="r1", role="user",
+                        content=MessageContent(text="x" * 200), created_at=t0 + timedelta(seconds=batch))
+                for i in range(10)])
+    print(batch, flush=True)
+    batch += 1
+"""
+
+
+def test_a_writer_killed_mid_batch_leaves_whole_batches_and_the_others_carry_on(pg_dsn, pg_schema):
+    store = PostgresStorage(pg_dsn, schema=pg_schema)
+    store.save_threads([Thread("batches", "r1"), Thread("steady", "r1")])
+    steady = subprocess.Popen([sys.executable, "-c", KILLED_WRITER.replace('"batches"', '"steady"')
+                               .replace('id=f"b', 'id=f"s'), f"{pg_dsn}|{pg_schema}"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        acked = kill_after_acks(KILLED_WRITER, f"{pg_dsn}|{pg_schema}", 20)
+        position = store.changes_since(0).position
+        steady_before = int(steady.stdout.readline())
+        for _ in range(5):  # the other writer goes on committing
+            steady_after = int(steady.stdout.readline())
+        assert steady_after > steady_before
+        later = store.changes_since(position)  # the feed goes on past the killed writer
+    finally:
+        steady.kill()
+        steady.wait()
+    ids = [m.id for m in store.thread_messages("batches")]
+    batches: dict[str, int] = {}
+    for mid in ids:
+        batch = mid.split("-")[0]
+        batches[batch] = batches.get(batch, 0) + 1
+    assert all(count == 50 for count in batches.values()), batches  # no half-written batch
+    assert {f"b{i}" for i in range(acked + 1)} <= set(batches)  # every acknowledged batch
+    assert len(batches) <= acked + 2
+    assert later.position > position and all(r[1] == "steady" for r in later.upserted)
+    store.close()
