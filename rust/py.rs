@@ -19,6 +19,7 @@ pyo3::import_exception!(threadrecall.errors, FilterTypeError);
 pyo3::import_exception!(threadrecall.errors, DimensionMismatchError);
 pyo3::import_exception!(threadrecall.errors, IndexCorruptError);
 pyo3::import_exception!(threadrecall.errors, InvalidArgumentError);
+pyo3::import_exception!(threadrecall.errors, StorageError);
 
 impl From<CoreError> for PyErr {
     fn from(err: CoreError) -> PyErr {
@@ -29,7 +30,7 @@ impl From<CoreError> for PyErr {
             CoreError::DimensionMismatch { .. } => DimensionMismatchError::new_err(text),
             CoreError::IndexCorrupt(_) => IndexCorruptError::new_err(text),
             CoreError::InvalidArgument(_) => InvalidArgumentError::new_err(text),
-            CoreError::Io(_) => pyo3::exceptions::PyOSError::new_err(text),
+            CoreError::Io(_) => StorageError::new_err(text),
         }
     }
 }

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -28,9 +29,49 @@ def kill_after_acks(script: str, db, acks: int) -> int:
     return acked
 
 
+@pytest.fixture(scope="session")
+def pg_dsn():
+    """A PostgreSQL DSN: ``THREADRECALL_TEST_PG_DSN`` when set, else a server started for the
+    session (and stopped at its end). Under CI a server that cannot start fails the tests."""
+    given = os.environ.get("THREADRECALL_TEST_PG_DSN")
+    if given:
+        yield given
+        return
+    from postgres_server import PostgresServer
+
+    server = PostgresServer()
+    try:
+        server.start()
+    except Exception as exc:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            raise
+        pytest.skip(f"no PostgreSQL server could be started: {exc}")
+    yield server.dsn
+    server.stop()
+
+
 @pytest.fixture
-def storage(tmp_path):
-    store = DuckDBStorage(tmp_path / "memory.duckdb")
+def pg_schema(pg_dsn):
+    """A schema name no other test uses; the schema is dropped after the test."""
+    import psycopg
+
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    yield name
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("SET lock_timeout = '20s'")
+        conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(psycopg.sql.Identifier(name)))
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def storage(request, tmp_path):
+    """The storage every acceptance test runs on: a DuckDB file, then a PostgreSQL schema."""
+    if request.param == "duckdb":
+        store = DuckDBStorage(tmp_path / "memory.duckdb")
+    else:
+        from threadrecall.storage import PostgresStorage
+
+        store = PostgresStorage(request.getfixturevalue("pg_dsn"),
+                                schema=request.getfixturevalue("pg_schema"))
     yield store
     store.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import struct
 from collections import OrderedDict
 from datetime import datetime, timezone
@@ -13,6 +14,7 @@ from enum import IntEnum
 import pytest
 
 from threadrecall import _core
+from threadrecall.errors import InvalidArgumentError, UnsupportedValueError
 from threadrecall.types import dumps
 
 PYTHON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
@@ -87,19 +89,29 @@ def test_common_values_never_need_python(value):
 
 
 @pytest.mark.parametrize("value", [
-    datetime(2024, 1, 1, tzinfo=timezone.utc),  # written as str()
-    {1: "int key"},
-    {None: 1, True: 2, 1.5: 3},
     2**64,
     -(2**70),
     OrderedDict(a=1),
-    ["\ud800 unpaired surrogate"],
-    {"set": {1, 2}},
     _nested(70),  # deeper than the core goes
 ])
 def test_what_only_python_handles_is_left_to_it_with_the_same_result(value):
     assert _core.compact_json(value) is None
     assert dumps(value) == PYTHON.encode(value)
+
+
+@pytest.mark.parametrize("value, error, names", [
+    ({"when": datetime(2024, 1, 1, tzinfo=timezone.utc)}, UnsupportedValueError, "'when'"),
+    ({1: "int key"}, UnsupportedValueError, "key 1"),
+    ({None: 1, True: 2, 1.5: 3}, UnsupportedValueError, "key None"),
+    ({"set": {1, 2}}, UnsupportedValueError, "'set'"),
+    ({"raw": b"bytes"}, UnsupportedValueError, "'raw'"),
+    ({"obj": [object()]}, UnsupportedValueError, "'obj'[0]"),
+    (["\ud800 unpaired surrogate"], InvalidArgumentError, "surrogate"),
+])
+def test_what_json_cannot_hold_is_refused_naming_its_key(value, error, names):
+    assert _core.compact_json(value) is None
+    with pytest.raises(error, match=re.escape(names)):
+        dumps(value)
 
 
 def test_a_cycle_is_reported_as_python_reports_it():

@@ -160,7 +160,7 @@ def test_custom_message_range(world):
 
 def test_default_and_custom_index_names(world):
     storage, vector, embedder = world
-    assert processor(world).index.name == "memory_messages_32"
+    assert processor(world).index.name == "mastra_memory_hash_v1_32"
     custom = processor(world, index_name="my_index")
     custom.process_output_result([user("hello there", "z")], thread_id="t1", resource_id="r1")
     custom.process_input([user("hello there")], thread_id="t1", resource_id="r1")
@@ -272,4 +272,4 @@ def test_each_mode_ranks_its_own_way(world, mode, embeds):
         [user("what should I cook for dinner")], thread_id="t1", resource_id="r1")
     assert [m.id for m in out] == ["m2", "new"]
     assert (["what should I cook for dinner"] in embedder.seen) is embeds
-    assert (storage._lexical is not None) is (mode != "vector")  # noqa: SLF001 - built on first use
+    assert storage.replica.has_lexical is (mode != "vector")  # built on first use

@@ -191,3 +191,12 @@ def test_scopes_list_and_guard_conversations(tmp_path):
     assert hidden is None and still is not None
     assert owners == {"pydantic-ai:a1": "alice", "pydantic-ai:a2": "alice", "pydantic-ai:b1": "bob",
                       "pydantic-ai:n": "pydantic-ai"}
+
+
+def test_the_module_examples_run():
+    import doctest
+
+    import threadrecall.integrations.pydantic_ai as module
+
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0

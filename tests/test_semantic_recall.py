@@ -190,10 +190,39 @@ def test_updated_text_is_embedded_again(semantic):
     assert memory.vector.describe_index(memory.index.name).count == len(WEATHER)
 
 
-def test_index_name_follows_the_dimension(storage):
+def test_index_name_carries_the_model(storage):
     memory = Memory(storage=storage, embedder=HashEmbedder(dim=64), options={"semantic_recall": True})
-    assert memory.index.name == "memory_messages_64" == index_name_for(64)
-    assert index_name_for(1536) == "memory_messages"
+    assert memory.index.name == "mastra_memory_hash_v1_64" == index_name_for("hash-v1-64")
+    assert index_name_for("text-embedding-3-small") == "mastra_memory_text_embedding_3_small"
+    assert index_name_for("org/" + "m" * 80) == "mastra_memory_org_" + "m" * 45
+    assert len(index_name_for("x" * 100)) == 63
+
+
+def test_another_model_of_the_same_dimension_is_never_mixed_in(storage):
+    first = Memory(storage=storage, embedder=HashEmbedder(dim=32), options={"semantic_recall": True})
+    save(first, "t1", WEATHER[:2])
+    other = HashEmbedder(dim=32, seed=7)  # another model with the same dimension
+    second = Memory(storage=storage, vector=first.vector, embedder=other,
+                    options={"semantic_recall": True})
+    with pytest.raises(ConfigurationError, match="delete that index") as raised:
+        save(second, "t1", WEATHER[2:3])
+    assert "mastra_memory_hash_v1_32" in str(raised.value) and other.model_id in str(raised.value)
+    assert first.vector.list_indexes() == ["mastra_memory_hash_v1_32"]
+    assert first.vector.describe_index("mastra_memory_hash_v1_32").count == 2
+    assert len(first.recall("t1", per_page=False).messages) == 2
+    kept = Memory(storage=storage, vector=first.vector, embedder=other,
+                  options={"semantic_recall": {"index_name": "mastra_memory_hash_v1_32_seed7"}})
+    save(kept, "t1", WEATHER[2:3])  # a name of its own: a separate index, by choice
+
+
+def test_an_index_named_by_dimension_alone_is_not_adopted_silently(storage):
+    old = Memory(storage=storage, embedder=HashEmbedder(dim=32),
+                 options={"semantic_recall": {"index_name": "memory_messages_32"}})
+    save(old, "t1", WEATHER[:1])
+    new = Memory(storage=storage, vector=old.vector, embedder=HashEmbedder(dim=32),
+                 options={"semantic_recall": True})
+    with pytest.raises(ConfigurationError, match="index_name.: .memory_messages_32"):
+        save(new, "t1", WEATHER[1:2])
 
 
 def test_another_dimension_on_the_same_index_is_an_error(storage):
@@ -231,7 +260,7 @@ def test_switching_embedder_dimension_is_an_error_not_a_second_index(storage):
                     options={"semantic_recall": True})
     with pytest.raises(DimensionMismatchError, match="embedded with 64 dimensions"):
         save(second, "t1", WEATHER[1:2])
-    assert first.vector.list_indexes() == ["memory_messages_64"]
+    assert first.vector.list_indexes() == ["mastra_memory_hash_v1_64"]
 
 
 def greedy_chunks(text: str, limit: int) -> list[str]:

@@ -238,7 +238,7 @@ def message(parts=(), text=None, role="assistant"):
 
 def test_tags_are_stripped_from_text_parts():
     m = message([{"type": "text", "text": "Hello <working_memory>secret</working_memory> world"}])
-    assert strip_working_memory(m).content.parts == ({"type": "text", "text": "Hello  world"},)
+    assert strip_working_memory(m).content.parts == [{"type": "text", "text": "Hello  world"}]
 
 
 def test_update_tool_parts_are_removed_and_empty_messages_dropped():
@@ -247,7 +247,7 @@ def test_update_tool_parts_are_removed_and_empty_messages_dropped():
     other = {"type": "tool-invocation", "tool_invocation": {"toolName": "weather"}}
     assert strip_working_memory(message([tool])) is None
     kept = strip_working_memory(message([tool, other, {"type": "text", "text": "Hello John!"}]))
-    assert kept.content.parts == (other, {"type": "text", "text": "Hello John!"})
+    assert kept.content.parts == [other, {"type": "text", "text": "Hello John!"}]
     only_tags = message([{"type": "text", "text": "<working_memory>a</working_memory>"}])
     assert strip_working_memory(only_tags) is None
 

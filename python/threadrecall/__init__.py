@@ -1,5 +1,7 @@
 """threadrecall: conversation memory for AI agents, with a Rust core."""
 
+from importlib import metadata as _metadata
+
 from . import errors
 from .config import MemoryConfig, SemanticRecallConfig, WorkingMemoryConfig
 from .extractors import Extractor
@@ -7,7 +9,13 @@ from .memory import Memory
 from .summarize import SummarizeResult, asummarize_conversation, summarize_conversation
 from .types import Message, MessageContent, QueryResult, RecallResult, Resource, Thread, ThreadPage
 
+try:
+    __version__: str = _metadata.version("threadrecall")
+except _metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    from ._core import __version__
+
 __all__ = [
+    "__version__",
     "errors",
     "Memory",
     "MemoryConfig",

@@ -1,10 +1,22 @@
 """Type stub of the compiled core module ``threadrecall._core``."""
 
-from typing import Any
+from typing import Any, TypeAlias, final
+
+__all__ = [
+    "__version__",
+    "compact_json",
+    "validate_metadata_filter",
+    "validate_vector_filter",
+    "matches_metadata_filter",
+    "matches_vector_filter",
+    "Timeline",
+    "VectorIndex",
+    "LexicalIndex",
+]
 
 __version__: str
 
-Row = tuple[str, str, str | None, int, int, str]
+_Row: TypeAlias = tuple[str, str, str | None, int, int, str]
 """A timeline message: (id, thread_id, resource_id, created_at_us, seq, payload)."""
 
 def compact_json(value: Any) -> str | None:
@@ -22,10 +34,11 @@ def matches_metadata_filter(filter: Any, records: list[dict[str, Any] | None]) -
 def matches_vector_filter(filter: Any, records: list[dict[str, Any] | None]) -> list[bool]:
     """For each shallow metadata dict, whether it passes the vector filter."""
 
+@final
 class Timeline:
     """In-memory replica of the messages table, ordered per thread by (created_at, seq)."""
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> Timeline: ...
     def __len__(self) -> int: ...
     def upsert(
         self,
@@ -46,7 +59,7 @@ class Timeline:
         """Remove messages by id; return how many were present."""
     def remove_thread(self, thread_id: str) -> int:
         """Remove every message of a thread; return how many there were."""
-    def get(self, id: str) -> Row | None:
+    def get(self, id: str) -> _Row | None:
         """The message with this id, or None."""
     def page(
         self,
@@ -63,11 +76,11 @@ class Timeline:
         limit: int | None = None,
         after_id: str | None = None,
         before_id: str | None = None,
-    ) -> tuple[list[Row], int]:
+    ) -> tuple[list[_Row], int]:
         """One page of a thread's messages and the count of all that pass the filters."""
     def window(
         self, includes: list[tuple[str, int, int]], resource_id: str | None = None
-    ) -> list[Row]:
+    ) -> list[_Row]:
         """Each (id, before, after) message with its neighbours, de-duplicated, chronological."""
     def adjacent(
         self, ids: list[str], resource_id: str | None = None
@@ -98,6 +111,7 @@ class Timeline:
         """Hybrid ranking, best first: each ranking smoothed by ``side_weight``, the two fused
         by weighted reciprocal rank, that smoothed by ``final_weight``."""
 
+@final
 class VectorIndex:
     """HNSW vector index with filter pushdown; many readers, one writer.
 
@@ -105,9 +119,9 @@ class VectorIndex:
     closer: cosine similarity, negative L2 distance, or the dot product.
     """
 
-    def __init__(
-        self, dim: int, metric: str = "cosine", m: int = 16, ef_construction: int = 200, seed: int = 0
-    ) -> None: ...
+    def __new__(
+        cls, dim: int, metric: str = "cosine", m: int = 16, ef_construction: int = 200, seed: int = 0
+    ) -> VectorIndex: ...
     def add(
         self,
         ids: list[str],
@@ -153,17 +167,18 @@ class VectorIndex:
     def memory_bytes(self) -> list[tuple[str, int]]:
         """Estimated resident bytes by part: vectors, graph, ids, metadata."""
     def __len__(self) -> int: ...
-    def __contains__(self, id: str) -> bool: ...
+    def __contains__(self, id: str, /) -> bool: ...
     @property
     def dim(self) -> int: ...
     @property
     def metric(self) -> str: ...
 
+@final
 class LexicalIndex:
     """BM25 over message text, searchable by thread or resource."""
 
-    def __init__(self, *, k1: float = 0.9, b: float = 0.2, stem: bool = True,
-                 stop_words: bool = True, context: float = 0.7, context_turns: int = 3) -> None: ...
+    def __new__(cls, *, k1: float = 0.9, b: float = 0.2, stem: bool = True,
+                stop_words: bool = True, context: float = 0.7, context_turns: int = 3) -> LexicalIndex: ...
     def __len__(self) -> int: ...
     def upsert(self, ids: list[str], thread_ids: list[str], resource_ids: list[str | None],
                texts: list[str], orders: list[int] | None = None) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from importlib import resources
 from itertools import islice
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+from . import __version__
 from .errors import ThreadRecallError
 from .memory import Memory
 from .storage import DuckDBStorage
@@ -20,13 +22,20 @@ __all__ = ["main"]
 SAMPLE = "sample_conversation.jsonl"
 
 
+class CommandError(Exception):
+    """A mistake in the command line or its files, reported as one line."""
+
+
 def read_jsonl(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
     for number, line in enumerate(lines, 1):
         if line.strip():
             try:
-                yield json.loads(line)
+                value = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise SystemExit(f"line {number}: not JSON ({exc.msg})") from None
+                raise CommandError(f"line {number}: not JSON ({exc.msg})") from None
+            if not isinstance(value, dict):
+                raise CommandError(f"line {number}: not a JSON object (one message per line)")
+            yield value
 
 
 def import_messages(memory: Memory, rows: Iterable[dict[str, Any]], *, total: int | None = None,
@@ -100,27 +109,48 @@ def default_embedder() -> Any:
         return HashEmbedder()
 
 
+def _existing_database(path: str) -> Memory:
+    """A memory over a database that must already exist (a typo must not create one)."""
+    if not Path(path).exists():
+        raise CommandError(f"no database at {path} (import messages into it first)")
+    return Memory(storage=DuckDBStorage(path))
+
+
+def _text_lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise CommandError(f"{path} is not UTF-8 text (expected one JSON message per line)") from None
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def _recall(args: argparse.Namespace) -> None:
-    memory = Memory(storage=DuckDBStorage(args.db))
-    date_range = {k: v for k, v in (("start", args.start), ("end", args.end)) if v}
     flt: dict[str, Any] = {}
+    if args.metadata:
+        try:
+            flt["metadata"] = json.loads(args.metadata)
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"--metadata is not JSON ({exc.msg}): {args.metadata}") from None
+    date_range = {k: v for k, v in (("start", args.start), ("end", args.end)) if v}
     if date_range:
         flt["date_range"] = date_range
-    if args.metadata:
-        flt["metadata"] = json.loads(args.metadata)
     include = [{"id": i, "with_previous_messages": args.context, "with_next_messages": args.context}
                for i in args.include]
     per_page: int | bool | None = False if args.all else args.per_page
-    result = memory.recall(args.thread_id, resource_id=args.resource_id, per_page=per_page, page=args.page,
-                           include=include or None, filter=flt or None)
+    with _existing_database(args.db) as memory:
+        if memory.get_thread_by_id(args.thread_id) is None:
+            raise CommandError(f"no thread {args.thread_id} in {args.db}")
+        result = memory.recall(args.thread_id, resource_id=args.resource_id, per_page=per_page,
+                               page=args.page, include=include or None, filter=flt or None)
     json.dump(result.to_dict(), sys.stdout, indent=2, ensure_ascii=False)
     print()
 
 
 def _import(args: argparse.Namespace) -> None:
-    memory = Memory(storage=DuckDBStorage(args.db))
-    lines = Path(args.file).read_text("utf-8").splitlines()
-    count = import_messages(memory, read_jsonl(lines), total=sum(1 for line in lines if line.strip()))
+    rows = list(read_jsonl(_text_lines(args.file)))  # every line checked before the database opens
+    with Memory(storage=DuckDBStorage(args.db)) as memory:
+        count = import_messages(memory, rows, total=len(rows), progress=sys.stderr.isatty())
     print(f"imported {count} messages into {args.db}")
 
 
@@ -129,7 +159,7 @@ def _eval_locomo(args: argparse.Namespace) -> None:
 
     report = locomo.run(
         args.path, conversations=args.conversations, modes=args.modes.split(","),
-        ks=[int(k) for k in args.k.split(",")], ranges=[int(r) for r in args.message_range.split(",")],
+        ks=args.k, ranges=args.message_range,
         form=args.text,
     )
     print(f"LoCoMo evidence recall (%), {len(report['conversations'])} conversations, "
@@ -141,41 +171,66 @@ def _eval_locomo(args: argparse.Namespace) -> None:
         print(f"\nwrote {args.json}")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Reports a usage mistake as one line (and the exit status 2)."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text!r}")
+    return value
+
+
+def _counts(text: str) -> list[int]:
+    """A comma-separated list of whole numbers, e.g. ``5,10,25``."""
+    return [_count(part.strip()) for part in text.split(",")]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="threadrecall", description="Conversation memory for AI agents.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="threadrecall", description="Conversation memory for AI agents.")
+    parser.add_argument("--version", action="version", version=f"threadrecall {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("demo", help="import a sample conversation and show recall")
-    p.add_argument("--db", type=Path, default=Path("threadrecall-demo.duckdb"))
+    p.add_argument("--db", type=Path, default=Path("threadrecall-demo.duckdb"),
+                   help="the DuckDB file to (re)create for the demo (default: %(default)s)")
     p.set_defaults(run=lambda a: demo(a.db))
 
     p = sub.add_parser("import", help="import messages from a JSONL file (one message per line)")
-    p.add_argument("file")
-    p.add_argument("--db", required=True)
+    p.add_argument("file", help="the JSONL file: one message object per line")
+    p.add_argument("--db", required=True, help="the DuckDB file to import into (created if missing)")
     p.set_defaults(run=_import)
 
     p = sub.add_parser("recall", help="recall a thread's messages as JSON")
-    p.add_argument("thread_id")
-    p.add_argument("--db", required=True)
-    p.add_argument("--resource-id")
-    p.add_argument("--per-page", type=int)
+    p.add_argument("thread_id", help="the thread to recall")
+    p.add_argument("--db", required=True, help="an existing DuckDB file")
+    p.add_argument("--resource-id", help="the resource that must own the thread")
+    p.add_argument("--per-page", type=_count, help="messages per page (default: the last 10)")
     p.add_argument("--all", action="store_true", help="every message (per_page=False)")
-    p.add_argument("--page", type=int, default=0)
+    p.add_argument("--page", type=_count, default=0, help="the page, counted from 0 (default: 0)")
     p.add_argument("--start", help="ISO-8601 lower bound of created_at")
     p.add_argument("--end", help="ISO-8601 upper bound of created_at")
     p.add_argument("--metadata", help='JSON object, e.g. \'{"kind": "tip"}\'')
     p.add_argument("--include", action="append", default=[], help="a message id to include (repeatable)")
-    p.add_argument("--context", type=int, default=1, help="neighbours either side of each include")
+    p.add_argument("--context", type=_count, default=1, help="neighbours either side of each include")
     p.set_defaults(run=_recall)
 
     p = sub.add_parser("eval", help="measure retrieval quality on a benchmark")
-    bench = p.add_subparsers(dest="benchmark", required=True)
+    bench = p.add_subparsers(dest="benchmark", required=True, parser_class=_Parser)
     p = bench.add_parser("locomo", help="evidence recall@K on LoCoMo (give the path to locomo10.json)")
-    p.add_argument("path")
-    p.add_argument("--conversations", type=int, help="only the first N conversations")
+    p.add_argument("path", help="the locomo10.json file")
+    p.add_argument("--conversations", type=_count, help="only the first N conversations")
     p.add_argument("--modes", default="vector,lexical,hybrid", help="comma-separated recall modes")
-    p.add_argument("--k", default="5,10,25", help="comma-separated top_k values")
-    p.add_argument("--message-range", default="0,1", help="comma-separated message_range values")
+    p.add_argument("--k", type=_counts, default=[5, 10, 25], help="comma-separated top_k values")
+    p.add_argument("--message-range", type=_counts, default=[0, 1],
+                   help="comma-separated message_range values")
     p.add_argument("--text", default="speaker", choices=("plain", "speaker", "caption", "speaker+caption"),
                    help="what is indexed per turn")
     p.add_argument("--json", help="also write the report as JSON to this file")
@@ -184,12 +239,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; a mistake prints one line to stderr and returns a non-zero status."""
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except ThreadRecallError as exc:
+        sys.stdout.flush()
+    except (ThreadRecallError, CommandError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # as a shell reports a process ended by SIGPIPE
     return 0
 
 

@@ -18,6 +18,8 @@ __all__ = [
     "ExtractorError",
     "InvalidArgumentError",
     "IndexNotFoundError",
+    "UnsupportedValueError",
+    "StorageError",
     "ModelError",
     "AbortedError",
 ]
@@ -65,6 +67,16 @@ class InvalidArgumentError(ThreadRecallError, ValueError):
 
 class IndexNotFoundError(ThreadRecallError, LookupError):
     """A vector index that does not exist."""
+
+
+class UnsupportedValueError(ThreadRecallError, TypeError):
+    """A metadata or content value that JSON cannot hold (an object, a ``datetime``, bytes, a
+    non-string key...); the message names its key."""
+
+
+class StorageError(ThreadRecallError, OSError):
+    """The database or an index file could not be read or written (a full disk, a missing
+    permission, a directory in the way...); the message carries the operating system's error."""
 
 
 class ModelError(ThreadRecallError):

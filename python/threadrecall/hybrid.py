@@ -25,7 +25,7 @@ from typing import Any
 
 from . import _core
 from .semantic import MessageIndex, vector_metadata
-from .storage.duckdb import DuckDBStorage
+from .storage.base import Storage
 
 __all__ = ["CANDIDATES", "LEXICAL_WEIGHT", "NEIGHBOUR_WEIGHT", "RRF_K", "SIDE_NEIGHBOUR_WEIGHT",
            "lexical_scores", "ranked_ids", "ranked_scores"]
@@ -44,7 +44,7 @@ SIDE_NEIGHBOUR_WEIGHT = 0.3
 CANDIDATES = 200
 
 
-def lexical_scores(storage: DuckDBStorage, query: str, top_k: int, scope: Mapping[str, str],
+def lexical_scores(storage: Storage, query: str, top_k: int, scope: Mapping[str, str],
                    filter: Mapping[str, Any] | None = None) -> dict[str, float]:
     """The ``top_k`` best BM25 matches in the scope (``{"thread_id": t}`` or
     ``{"resource_id": r}``) that pass ``filter``, best first, with their scores."""
@@ -59,7 +59,7 @@ def lexical_scores(storage: DuckDBStorage, query: str, top_k: int, scope: Mappin
         k *= 4
 
 
-def ranked_scores(semantic: Any, storage: DuckDBStorage, index: MessageIndex | None, query: str,
+def ranked_scores(semantic: Any, storage: Storage, index: MessageIndex | None, query: str,
                   scope: Mapping[str, str]) -> dict[str, float]:
     """The best ``semantic.top_k`` messages for ``query`` under ``semantic.mode``, best first,
     with their scores: the cosine similarity in vector mode, the smoothed BM25 score in lexical
@@ -74,7 +74,7 @@ def ranked_scores(semantic: Any, storage: DuckDBStorage, index: MessageIndex | N
         vector = _vector_scores(index, query, depth, scope, flt, semantic.threshold)
         # Three smoothings reach at most two messages past a candidate.
         entrants = _entrants(storage, [*scores, *vector], resource_id, flt, hops=2) if flt else None
-        fused = storage.timeline.fuse(list(scores.items()), list(vector.items()), SIDE_NEIGHBOUR_WEIGHT,
+        fused = storage.replica.timeline.fuse(list(scores.items()), list(vector.items()), SIDE_NEIGHBOUR_WEIGHT,
                                       LEXICAL_WEIGHT, RRF_K, NEIGHBOUR_WEIGHT, resource_id, entrants,
                                       semantic.top_k)
         return dict(fused)
@@ -82,7 +82,7 @@ def ranked_scores(semantic: Any, storage: DuckDBStorage, index: MessageIndex | N
     return dict(list(smoothed.items())[:semantic.top_k])
 
 
-def ranked_ids(semantic: Any, storage: DuckDBStorage, index: MessageIndex | None, query: str,
+def ranked_ids(semantic: Any, storage: Storage, index: MessageIndex | None, query: str,
                scope: Mapping[str, str]) -> list[str]:
     """The ids of ``ranked_scores``, best first."""
     return list(ranked_scores(semantic, storage, index, query, scope))
@@ -99,31 +99,31 @@ def _vector_scores(index: MessageIndex | None, query: str, top_k: int, scope: Ma
     return scores
 
 
-def _with_neighbours(storage: DuckDBStorage, scores: Mapping[str, float], resource_id: str | None,
+def _with_neighbours(storage: Storage, scores: Mapping[str, float], resource_id: str | None,
                      flt: Mapping[str, Any] | None, weight: float) -> dict[str, float]:
     """Each message's score plus ``weight`` times its best direct neighbour's, best first
     (a stable order); the neighbours of scored messages are scored too (when they pass the
     filter)."""
     entrants = _entrants(storage, list(scores), resource_id, flt, hops=1) if flt else None
-    return dict(storage.timeline.smooth(list(scores.items()), weight, resource_id, entrants))
+    return dict(storage.replica.timeline.smooth(list(scores.items()), weight, resource_id, entrants))
 
 
-def _entrants(storage: DuckDBStorage, ids: Sequence[str], resource_id: str | None,
+def _entrants(storage: Storage, ids: Sequence[str], resource_id: str | None,
               flt: Mapping[str, Any], hops: int) -> list[str]:
     """What smoothing may bring in around ``ids`` (which pass ``flt`` already): ``ids``, and
     the messages up to ``hops`` places from them in their threads that pass ``flt``."""
     candidates = list(dict.fromkeys(ids))
     met, frontier, near = set(candidates), candidates, []
     for _ in range(hops):
-        frontier = list(dict.fromkeys(n for pair in storage.timeline.adjacent(frontier, resource_id)
+        frontier = list(dict.fromkeys(n for pair in storage.replica.timeline.adjacent(frontier, resource_id)
                                       for n in pair if n is not None and n not in met))
         met.update(frontier)
         near += frontier
     return [*candidates, *_passing(storage, near, flt)]
 
 
-def _passing(storage: DuckDBStorage, ids: Iterable[str], filter: Mapping[str, Any]) -> list[str]:
-    messages = [m for i in ids if (m := storage.get_message(i)) is not None]
+def _passing(storage: Storage, ids: Iterable[str], filter: Mapping[str, Any]) -> list[str]:
+    messages = storage.get_messages(ids)
     threads = storage.get_threads(m.thread_id for m in messages)
     records = [vector_metadata(m, threads.get(m.thread_id)) for m in messages]
     keep = _core.matches_vector_filter(filter, records)

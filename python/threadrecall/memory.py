@@ -7,10 +7,9 @@ import contextlib
 import contextvars
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _core
 from .config import MemoryConfig, merge
@@ -22,6 +21,15 @@ from .errors import (
 )
 from .extractors import Extractor
 from .hybrid import ranked_scores
+from .incoming import (
+    apply_update,
+    check_id,
+    incoming_message,
+    json_mapping,
+    sequence,
+    title_of,
+    update_of,
+)
 from .recall import (
     HistoryQuery,
     Include,
@@ -31,7 +39,9 @@ from .recall import (
     read_history,
 )
 from .semantic import MessageIndex
-from .storage.duckdb import DuckDBStorage, new_id
+from .storage.base import Storage
+from .storage.duckdb import DuckDBStorage
+from .storage.rows import new_id
 from .summarize import (
     SummarizeResult,
     asummarize_conversation,
@@ -39,17 +49,25 @@ from .summarize import (
     summarize_conversation,
 )
 from .titles import Titler
-from .types import ROLES, Message, MessageContent, RecallResult, Thread, ThreadPage, parse_time
+from .types import (
+    Message,
+    RecallResult,
+    Thread,
+    ThreadPage,
+    check_text,
+)
 from .working_memory import WorkingMemory, strip_working_memory
 
-__all__ = ["Memory", "async_twin", "incoming_message"]
+__all__ = ["Memory", "async_twin", "incoming_message"]  # incoming_message: re-exported
 
 RESOURCE_SCOPE_WITHOUT_RESOURCE = (
     "Memory error: Resource-scoped semantic recall is enabled but no resourceId was provided. "
     "Either provide a resourceId or explicitly set semanticRecall.scope to 'thread'."
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
+S = TypeVar("S")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 logger = logging.getLogger("threadrecall")
 
@@ -59,31 +77,45 @@ logger = logging.getLogger("threadrecall")
 _IN_TRANSACTION: contextvars.ContextVar[bool] = contextvars.ContextVar("threadrecall_tx", default=False)
 
 
-def async_twin(method: F) -> F:
+def async_twin(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
     """The async twin of a blocking method: the same call, run in a worker thread (or, inside
-    ``atransaction()``, on the thread that holds the transaction)."""
+    ``atransaction()``, on the thread that holds the transaction). It takes the same
+    parameters and is typed as a coroutine of the same result."""
 
     @functools.wraps(method)
-    async def twin(self: Any, *args: Any, **kwargs: Any) -> Any:
+    async def twin(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
         if _IN_TRANSACTION.get():
             return method(self, *args, **kwargs)
         return await asyncio.to_thread(method, self, *args, **kwargs)
 
-    twin.__name__ = twin.__qualname__ = "a" + method.__name__
-    return twin  # type: ignore[return-value]
+    twin.__name__ = "a" + method.__name__
+    twin.__qualname__ = method.__qualname__.rsplit(".", 1)[0] + ".a" + method.__name__
+    twin.__doc__ = f"The async twin of ``{method.__name__}``: the same parameters, awaited."
+    return twin
 
 
 class Memory:
     """Conversation memory: save messages of threads, recall them by page, filter or similarity.
+
+    Args:
+        storage: where threads, messages and resources live; ``None`` is
+            ``DuckDBStorage(":memory:")``.
+        vector: the vector store of semantic recall; ``None`` is an ``HnswVectorStore`` in
+            the same database (when an ``embedder`` is given).
+        embedder: what embeds message text for semantic recall (``HashEmbedder``,
+            ``LocalEmbedder``, ``OpenAIEmbedder`` or any object with ``model_id``,
+            ``dimension``, ``embed``); required when ``options`` turn semantic recall on.
+        options: a ``MemoryConfig`` or a dict of its fields (``last_messages``,
+            ``semantic_recall``, ``working_memory``, ``generate_title``).
 
     >>> memory = Memory()
     >>> thread = memory.create_thread("user-1", thread_id="t1")
     >>> _ = memory.save_messages([{"thread_id": "t1", "role": "user", "content": "Hello"}])
     >>> [m.text for m in memory.recall("t1").messages]
     ['Hello']
-    """
+"""
 
-    def __init__(self, storage: DuckDBStorage | None = None, vector: Any = None, embedder: Any = None,
+    def __init__(self, storage: Storage | None = None, vector: Any = None, embedder: Any = None,
                  options: MemoryConfig | Mapping[str, Any] | None = None) -> None:
         self.storage = storage if storage is not None else DuckDBStorage(":memory:")
         self.options = MemoryConfig.coerce(options)
@@ -101,7 +133,11 @@ class Memory:
         self._titler = Titler.from_config(self.options.generate_title)
 
     def close(self) -> None:
-        """Finish background work, save the vector index file and close the database."""
+        """Finish background work, save the vector index file and close the database.
+
+        >>> memory = Memory()
+        >>> memory.close()
+"""
         self.settle()
         if self.vector is not None and hasattr(self.vector, "close"):
             self.vector.close()
@@ -127,7 +163,18 @@ class Memory:
 
     @contextlib.asynccontextmanager
     async def atransaction(self) -> AsyncIterator[None]:
-        """The async twin of ``transaction``: ``async with memory.atransaction(): ...``."""
+        """The async twin of ``transaction``: ``async with memory.atransaction(): ...``.
+
+        >>> import asyncio
+        >>> memory = Memory()
+        >>> async def turn():
+        ...     async with memory.atransaction():
+        ...         await memory.asave_messages([{"thread_id": "t1", "resource_id": "u", "role": "user",
+        ...                                       "content": "Hi"}])
+        >>> asyncio.run(turn())
+        >>> memory.recall("t1").total
+        1
+"""
         token = _IN_TRANSACTION.set(True)
         try:
             with self.transaction():
@@ -144,17 +191,52 @@ class Memory:
 
     def create_thread(self, resource_id: str, *, thread_id: str | None = None, title: str | None = None,
                       metadata: Mapping[str, Any] | None = None) -> Thread:
-        """Create a thread, or replace the one with this id (its ``created_at`` is kept)."""
-        _check_id(resource_id, "resource_id")
+        """Create a thread, or replace the one with this id (its ``created_at`` is kept).
+
+        Args:
+            resource_id: the owner (a user, an account...).
+            thread_id: the id; a new uuid when ``None``. A thread of another resource with
+                this id raises ``ResourceMismatchError`` and is left as it was.
+            title: the title (``""`` when ``None``).
+            metadata: a JSON dict; a value JSON cannot hold raises ``UnsupportedValueError``.
+
+        >>> memory = Memory()
+        >>> memory.create_thread("user-1", thread_id="t1", title="Trip", metadata={"lang": "en"}).title
+        'Trip'
+        >>> memory.create_thread("user-2", thread_id="t1")
+        Traceback (most recent call last):
+        ...
+        threadrecall.errors.ResourceMismatchError: Thread with id t1 is for resource with id user-1 but resource user-2 tried to create it.
+"""
+        check_id(resource_id, "resource_id")
         if thread_id is not None:
             check_thread_id(thread_id)
-        return self.storage.save_thread(Thread(
-            id=thread_id or new_id(), resource_id=resource_id, title=title or "",
-            metadata=_mapping(metadata, "metadata"),
-        ))
+        thread = Thread(id=thread_id or new_id(), resource_id=resource_id,
+                        title=title_of(title) or "", metadata=json_mapping(metadata, "metadata"))
+        with self.storage.transaction():
+            if thread_id is not None:
+                existing = self.storage.get_thread(thread_id)
+                if existing is not None and existing.resource_id != resource_id:
+                    raise ResourceMismatchError(
+                        f"Thread with id {thread_id} is for resource with id {existing.resource_id} "
+                        f"but resource {resource_id} tried to create it."
+                    )
+            return self.storage.save_thread(thread)
 
     def get_thread_by_id(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
-        """The thread, or None when it does not exist or ``resource_id`` does not own it."""
+        """The thread, or None when it does not exist or ``resource_id`` does not own it.
+
+        Args:
+            thread_id: the thread's id.
+            resource_id: when given, a thread of another resource is not returned.
+
+        >>> memory = Memory()
+        >>> _ = memory.create_thread("user-1", thread_id="t1")
+        >>> memory.get_thread_by_id("t1").resource_id
+        'user-1'
+        >>> memory.get_thread_by_id("t1", resource_id="user-2") is None
+        True
+"""
         thread = self.storage.get_thread(check_thread_id(thread_id))
         if thread is None or (resource_id is not None and thread.resource_id != resource_id):
             return None
@@ -163,20 +245,64 @@ class Memory:
     def list_threads(self, *, resource_id: str | None = None, metadata: Mapping[str, Any] | None = None,
                      page: int = 0, per_page: int | bool = 100,
                      order_by: Mapping[str, str] | None = None) -> ThreadPage:
-        """Threads, newest first by default, optionally of one resource and matching metadata."""
+        """Threads, newest first by default, optionally of one resource and matching metadata.
+
+        Args:
+            resource_id: only the threads of this resource.
+            metadata: only threads whose metadata has these values (shallow equality).
+            page: the page, counted from 0.
+            per_page: threads per page, or ``False`` for all of them.
+            order_by: ``{"field": "created_at" | "updated_at", "direction": "ASC" | "DESC"}``.
+
+        >>> memory = Memory()
+        >>> for i in range(3):
+        ...     _ = memory.create_thread("user-1", thread_id=f"t{i}", metadata={"even": i % 2 == 0})
+        >>> result = memory.list_threads(resource_id="user-1", metadata={"even": True},
+        ...                              per_page=1, order_by={"field": "created_at", "direction": "ASC"})
+        >>> [t.id for t in result.threads], result.total, result.has_more
+        (['t0'], 2, True)
+        >>> [t.id for t in memory.list_threads(per_page=1, page=1).threads]
+        ['t1']
+"""
+        check_paging(page, per_page)
+        if resource_id is not None:
+            if not isinstance(resource_id, str):
+                raise InvalidArgumentError("resource_id must be a string")
+            check_text(resource_id, "resource_id")
         return self.storage.list_threads(
             resource_id=resource_id, metadata=metadata, page=page, per_page=per_page, order_by=order_by,
         )
 
     def update_thread(self, thread_id: str, *, title: str | None = None,
                       metadata: Mapping[str, Any] | None = None) -> Thread:
-        """Change the title and shallow-merge metadata; raises ThreadNotFoundError if missing."""
+        """Change the title and shallow-merge metadata; raises ThreadNotFoundError if missing.
+
+        Args:
+            thread_id: the thread to change.
+            title: the new title (kept when ``None``).
+            metadata: keys to set (merged one level deep into the thread's metadata).
+
+        >>> memory = Memory()
+        >>> _ = memory.create_thread("user-1", thread_id="t1", metadata={"a": 1})
+        >>> memory.update_thread("t1", title="Renamed", metadata={"b": 2}).metadata
+        {'a': 1, 'b': 2}
+"""
         return self.storage.update_thread(
-            check_thread_id(thread_id), title=title, metadata=_mapping(metadata, "metadata"),
+            check_thread_id(thread_id), title=title_of(title), metadata=json_mapping(metadata, "metadata"),
         )
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete a thread with its messages (a missing thread is not an error)."""
+        """Delete a thread with its messages and their vectors (a missing thread is not an error).
+
+        Args:
+            thread_id: the thread to delete.
+
+        >>> memory = Memory()
+        >>> _ = memory.create_thread("user-1", thread_id="t1")
+        >>> memory.delete_thread("t1")
+        >>> memory.get_thread_by_id("t1") is None
+        True
+"""
         check_thread_id(thread_id)
         with self.storage.transaction():
             gone = self.storage.thread_messages(thread_id) if self.index is not None else []
@@ -196,17 +322,31 @@ class Memory:
         callers whose system or developer messages are part of the history. Working-memory
         data (``<working_memory>`` tags, ``updateWorkingMemory`` tool calls) is never stored.
         A message whose thread does not exist creates it when the message names its
-        ``resource_id``.
+        ``resource_id``. Every message is checked before anything is written: a call that
+        raises has stored nothing.
+
+        Args:
+            messages: ``Message`` objects or dicts with the keys of ``Message.to_dict()``
+                (``content`` may be a ``str``); embedded when semantic recall is on.
+            keep_system: store system messages too (by default each one is left out and
+                logged as a warning on the ``threadrecall`` logger).
 
         >>> memory = Memory()
-        >>> _ = memory.create_thread("user-1", thread_id="t1")
-        >>> saved = memory.save_messages([{"thread_id": "t1", "role": "system", "content": "Be brief"},
-        ...                               {"thread_id": "t1", "role": "user", "content": "Hi"}],
+        >>> saved = memory.save_messages([
+        ...     {"thread_id": "t1", "resource_id": "user-1", "role": "user", "content": "Hi"},
+        ...     {"thread_id": "t1", "role": "assistant", "content": "Hello!", "metadata": {"n": 2}}])
+        >>> [(m.role, m.text, m.resource_id) for m in saved]
+        [('user', 'Hi', 'user-1'), ('assistant', 'Hello!', 'user-1')]
+        >>> saved = memory.save_messages([{"thread_id": "t1", "role": "system", "content": "Be brief"}],
         ...                              keep_system=True)
         >>> [m.role for m in saved]
-        ['system', 'user']
+        ['system']
+        >>> memory.save_messages([{"thread_id": "t1", "role": "user", "content": "x", "metadata": {"b": b"x"}}])
+        Traceback (most recent call last):
+        ...
+        threadrecall.errors.UnsupportedValueError: a message without an id: metadata key 'b' holds a value of type bytes, which JSON cannot store
         """
-        given = [incoming_message(m) for m in _sequence(messages, "messages")]
+        given = [incoming_message(m) for m in sequence(messages, "messages")]
         if not keep_system and any(m.role == "system" for m in given):
             dropped = [m.id for m in given if m.role == "system"]
             logger.warning("save_messages: %d system message(s) not stored (pass keep_system=True "
@@ -230,23 +370,41 @@ class Memory:
         return stored
 
     def settle(self, timeout: float | None = None) -> None:
-        """Wait for background work (thread titles) started by earlier calls."""
+        """Wait for background work (thread titles) started by earlier calls.
+
+        Args:
+            timeout: the most seconds to wait (``None``: until it is done).
+
+        >>> Memory().settle(timeout=1.0)
+"""
         if self._titler is not None:
             self._titler.settle(timeout)
 
     def update_messages(self, messages: Iterable[Mapping[str, Any] | Message]) -> list[Message]:
         """Partial updates by id: content fields replaced, metadata merged one level deep.
 
-        Unknown ids are skipped. Moving a message to another thread is allowed.
-        """
-        updates = [_update_of(m) for m in _sequence(messages, "messages")]
+        Unknown ids are skipped. Moving a message to another thread is allowed. Changed text
+        is embedded again when semantic recall is on.
+
+        Args:
+            messages: dicts (or ``Message`` objects) with an ``id`` and the fields to change:
+                ``content``, ``metadata``, ``role``, ``type``, ``thread_id``, ``resource_id``.
+
+        >>> memory = Memory()
+        >>> _ = memory.save_messages([{"id": "m1", "thread_id": "t1", "resource_id": "u", "role": "user",
+        ...                            "content": "Hi", "metadata": {"a": 1}}])
+        >>> [(m.text, m.metadata) for m in memory.update_messages([
+        ...     {"id": "m1", "content": "Hello", "metadata": {"b": 2}}, {"id": "unknown"}])]
+        [('Hello', {'a': 1, 'b': 2})]
+"""
+        updates = [update_of(m) for m in sequence(messages, "messages")]
         with self.storage.transaction():
             changed, moved, before = [], [], []
             for patch in updates:
                 current = self.storage.get_message(patch["id"])
                 if current is None:
                     continue
-                new = _apply_update(current, patch)
+                new = apply_update(current, patch)
                 changed.append(new)
                 if (new.search_text, new.thread_id, new.role, new.metadata) != (
                         current.search_text, current.thread_id, current.role, current.metadata):
@@ -279,9 +437,9 @@ class Memory:
             raise InvalidArgumentError("ids must be a list of message ids")
         wanted = list(ids)
         for item in wanted:
-            _check_id(item, "message id")
+            check_id(item, "message id")
         if resource_id is not None:
-            _check_id(resource_id, "resource_id")
+            check_id(resource_id, "resource_id")
         found = self._stored(dict.fromkeys(wanted))
         if resource_id is None:
             return found
@@ -290,7 +448,18 @@ class Memory:
                 if (m.resource_id or getattr(threads.get(m.thread_id), "resource_id", None)) == resource_id]
 
     def delete_messages(self, ids: Iterable[str | Mapping[str, Any]]) -> None:
-        """Delete messages by id (or ``{"id": ...}`` entries); unknown ids are ignored."""
+        """Delete messages by id (or ``{"id": ...}`` entries); unknown ids are ignored.
+
+        Args:
+            ids: message ids, or dicts with an ``id``.
+
+        >>> memory = Memory()
+        >>> _ = memory.save_messages([{"id": "m1", "thread_id": "t1", "resource_id": "u", "role": "user",
+        ...                            "content": "Hi"}])
+        >>> memory.delete_messages(["m1", {"id": "unknown"}])
+        >>> memory.recall("t1").total
+        0
+"""
         if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):
             raise InvalidArgumentError("Invalid input: must be an array of message IDs or message objects")
         flat = []
@@ -303,7 +472,7 @@ class Memory:
                 )
             if not isinstance(item, str) or not item.strip():
                 raise InvalidArgumentError("All message IDs must be non-empty strings")
-            flat.append(item)
+            flat.append(check_text(item, "message id"))
         with self.storage.transaction():
             gone = self._stored(flat) if self.index is not None else []
             self.storage.delete_messages(flat)
@@ -320,13 +489,62 @@ class Memory:
                after_id: str | None = None, before_id: str | None = None) -> RecallResult:
         """A thread's messages: the newest ``last_messages`` by default, oldest first.
 
-        ``per_page=False`` returns all of them; ``page`` counts from 0; ``filter`` takes a
-        ``date_range`` and a shallow ``metadata`` match; ``include`` brings given messages with
-        neighbours; ``after_id``/``before_id`` page by cursor.
-        """
+        Args:
+            thread_id: the thread to read.
+            resource_id: when given, the thread must belong to it (``ResourceMismatchError``
+                otherwise); resource-scoped semantic recall searches this resource's threads.
+            vector_search_string: the text semantic recall searches for (when the config turns
+                it on); the hits come with ``message_range`` neighbours.
+            per_page: messages per page; ``False`` for all; ``None`` for ``last_messages``.
+            page: the page, counted from 0 (page 0 holds the newest messages).
+            include: ``[{"id", "thread_id"?, "with_previous_messages"?, "with_next_messages"?}]``:
+                messages brought in with neighbours from their own thread, exempt from filters.
+            filter: ``{"date_range": {"start", "end", "start_exclusive", "end_exclusive"},
+                "metadata": {key: scalar}}``.
+            order_by: ``{"field": "created_at", "direction": "ASC" | "DESC"}``.
+            thread_config: a ``MemoryConfig`` or dict deep-merged over the options for this call.
+            after_id: page by cursor: the ``per_page`` messages right after this message.
+            before_id: page by cursor: the ``per_page`` messages right before this message.
+
+        >>> memory = Memory(options={"last_messages": 3})
+        >>> _ = memory.save_messages([{"id": f"m{i}", "thread_id": "t1", "resource_id": "u", "role": "user",
+        ...     "content": f"message {i}", "created_at": 1700000000 + i, "metadata": {"even": i % 2 == 0}}
+        ...     for i in range(6)])
+        >>> [m.id for m in memory.recall("t1", resource_id="u").messages]
+        ['m3', 'm4', 'm5']
+        >>> [m.id for m in memory.recall("t1", per_page=2, page=1).messages]
+        ['m2', 'm3']
+        >>> [m.id for m in memory.recall("t1", per_page=False, filter={"metadata": {"even": True}}).messages]
+        ['m0', 'm2', 'm4']
+        >>> [m.id for m in memory.recall("t1", per_page=0, include=[
+        ...     {"id": "m1", "with_previous_messages": 1, "with_next_messages": 0}]).messages]
+        ['m0', 'm1']
+        >>> [m.id for m in memory.recall("t1", per_page=False, order_by={"field": "created_at", "direction": "DESC"},
+        ...                              filter={"date_range": {"start": 1700000004}}).messages]
+        ['m4', 'm5']
+        >>> [m.id for m in memory.recall("t1", per_page=2, after_id="m1").messages]
+        ['m2', 'm3']
+        >>> [m.id for m in memory.recall("t1", per_page=2, before_id="m1").messages]
+        ['m0']
+        >>> memory.recall("t1", thread_config={"last_messages": 1}).messages[0].id
+        'm5'
+        >>> from threadrecall.embedders import HashEmbedder
+        >>> semantic = Memory(embedder=HashEmbedder(dim=64), options={
+        ...     "last_messages": False, "semantic_recall": {"top_k": 1, "message_range": 0, "scope": "thread"}})
+        >>> _ = semantic.save_messages([{"thread_id": "t1", "resource_id": "u", "role": "user", "content": c}
+        ...                             for c in ("the weather is sunny", "my dog is called Rex")])
+        >>> [m.text for m in semantic.recall("t1", vector_search_string="dog called Rex").messages]
+        ['my dog is called Rex']
+"""
         config = merge(self.options, thread_config)
         check_thread_id(thread_id)
         check_paging(page, per_page)
+        for name, value in (("resource_id", resource_id), ("vector_search_string", vector_search_string),
+                            ("after_id", after_id), ("before_id", before_id)):
+            if value is not None:
+                if not isinstance(value, str):
+                    raise InvalidArgumentError(f"{name} must be a string, got {type(value).__name__}")
+                check_text(value, name)
         date_range, metadata = _split_filter(filter)
         semantic = config.semantic
         search = semantic is not None and bool(vector_search_string)
@@ -365,9 +583,29 @@ class Memory:
                          instructions: str | None = None,
                          extract: Sequence[Extractor] | None = None, request_context: Any = None,
                          abort_signal: Any = None) -> SummarizeResult:
-        """Summarise a thread's newest messages (within ``last_messages`` and
-        ``max_input_tokens``) with ``model``; extracted values go to the result and the
-        extractors' hooks. Nothing is stored."""
+        """Summarise a thread's newest messages with ``model``; nothing is stored.
+
+        Args:
+            thread_id: the thread to summarise.
+            model: a ``LanguageModel`` or a router string ``"provider/model"``.
+            resource_id: when given, the thread must belong to it.
+            last_messages: summarise at most this many of the newest messages.
+            max_input_tokens: drop the oldest messages beyond this estimated token count.
+            instructions: extra instructions for the model.
+            extract: ``Extractor``s whose values are pulled from the summary.
+            request_context: passed to the extractors' hooks.
+            abort_signal: anything with ``is_set()``; set, it stops the call (``AbortedError``).
+
+        >>> from threadrecall.models import ScriptedModel
+        >>> memory = Memory()
+        >>> _ = memory.save_messages([{"thread_id": "t1", "resource_id": "u", "role": "user",
+        ...                            "content": "Book a table for two at 8pm"}])
+        >>> model = ScriptedModel(["<observations>\\n* (20:00) A table for two.\\n</observations>"])
+        >>> memory.summarize_thread("t1", model, resource_id="u", last_messages=10, max_input_tokens=1000,
+        ...                         instructions="Be brief.", extract=[], request_context={},
+        ...                         abort_signal=None).summary
+        '* (20:00) A table for two.'
+"""
         messages = load_messages_for_summary(
             self.recall, check_thread_id(thread_id), resource_id=resource_id,
             last_messages=last_messages, max_input_tokens=max_input_tokens,
@@ -383,7 +621,16 @@ class Memory:
                                 extract: Sequence[Extractor] | None = None,
                                 request_context: Any = None,
                                 abort_signal: Any = None) -> SummarizeResult:
-        """The async twin of ``summarize_thread``."""
+        """The async twin of ``summarize_thread``, with the same parameters.
+
+        >>> import asyncio
+        >>> from threadrecall.models import ScriptedModel
+        >>> memory = Memory()
+        >>> _ = memory.save_messages([{"thread_id": "t1", "resource_id": "u", "role": "user", "content": "Hi"}])
+        >>> model = ScriptedModel(["<observations>\\n* A greeting.\\n</observations>"])
+        >>> asyncio.run(memory.asummarize_thread("t1", model)).summary
+        '* A greeting.'
+"""
         messages = await asyncio.to_thread(
             load_messages_for_summary, self.recall, check_thread_id(thread_id),
             resource_id=resource_id, last_messages=last_messages,
@@ -401,28 +648,71 @@ class Memory:
         return WorkingMemory(self.storage, self.options.working_memory)
 
     def get_working_memory(self, thread_id: str, *, resource_id: str | None = None) -> str | None:
-        """The stored working memory (None when empty)."""
+        """The stored working memory (None when empty).
+
+        Args:
+            thread_id: the thread (its own memory in thread scope).
+            resource_id: the resource (whose memory it is in resource scope, the default).
+
+        >>> memory = Memory(options={"working_memory": {"enabled": True}})
+        >>> _ = memory.create_thread("u", thread_id="t1")
+        >>> memory.update_working_memory("t1", "# Name: Ada", resource_id="u")
+        >>> memory.get_working_memory("t1", resource_id="u")
+        '# Name: Ada'
+"""
         return self.working_memory.get(thread_id, resource_id=resource_id)
 
     def update_working_memory(self, thread_id: str, working_memory: str, *,
                               resource_id: str | None = None) -> None:
-        """Replace the working memory."""
+        """Replace the working memory.
+
+        Args:
+            thread_id: the thread (its own memory in thread scope).
+            working_memory: the new text.
+            resource_id: the resource (whose memory it is in resource scope, the default).
+
+        >>> memory = Memory(options={"working_memory": {"enabled": True, "scope": "thread"}})
+        >>> _ = memory.create_thread("u", thread_id="t1")
+        >>> memory.update_working_memory("t1", "likes tea")
+        >>> memory.get_working_memory("t1")
+        'likes tea'
+"""
         self.working_memory.update(thread_id, working_memory, resource_id=resource_id)
 
     def merge_working_memory(self, thread_id: str, patch: Mapping[str, Any], *,
                              resource_id: str | None = None) -> dict[str, Any]:
-        """Deep-merge ``patch`` into schema-mode working memory, atomically; returns the result."""
+        """Deep-merge ``patch`` into schema-mode working memory, atomically; returns the result.
+
+        Args:
+            thread_id: the thread (its own memory in thread scope).
+            patch: a JSON dict (or its text); ``None`` deletes a key, lists replace.
+            resource_id: the resource (whose memory it is in resource scope, the default).
+
+        >>> memory = Memory(options={"working_memory": {"enabled": True, "schema": {
+        ...     "type": "object", "properties": {"name": {"type": "string"}, "city": {"type": "string"}}}}})
+        >>> _ = memory.create_thread("u", thread_id="t1")
+        >>> memory.merge_working_memory("t1", {"name": "Ada", "city": "Paris"}, resource_id="u")
+        {'name': 'Ada', 'city': 'Paris'}
+        >>> memory.merge_working_memory("t1", {"city": None}, resource_id="u")
+        {'name': 'Ada'}
+"""
         return self.working_memory.merge(thread_id, patch, resource_id=resource_id)
 
     def get_working_memory_template(self) -> dict[str, str] | None:
-        """``{"format": "markdown"|"json", "content": ...}``, or None when disabled."""
+        """``{"format": "markdown"|"json", "content": ...}``, or None when disabled.
+
+        >>> Memory().get_working_memory_template() is None
+        True
+        >>> Memory(options={"working_memory": {"enabled": True}}).get_working_memory_template()["format"]
+        'markdown'
+"""
         return self.working_memory.template()
 
     # ----------------------------------------------------------------------------- internals
 
     def _stored(self, ids: Iterable[str]) -> list[Message]:
         """The stored versions of the messages with these ids (unknown ids skipped)."""
-        return [m for i in ids if (m := self.storage.get_message(i)) is not None]
+        return self.storage.get_messages(ids)
 
     def _semantic_scores(self, query: str, semantic: Any, thread_id: str,
                          resource_id: str | None) -> dict[str, float]:
@@ -474,40 +764,6 @@ class Memory:
     aget_working_memory_template = async_twin(get_working_memory_template)
 
 
-def incoming_message(value: Message | Mapping[str, Any], *, thread_id: str | None = None,
-                     resource_id: str | None = None) -> Message:
-    """Validate a message given as a Message or a dict; fill in id, time, thread and resource.
-
-    ``thread_id`` and ``resource_id`` are defaults for a dict that does not name its own.
-    """
-    if isinstance(value, Message):
-        data = value.to_dict()
-        data["content"] = value.content
-    elif isinstance(value, Mapping):
-        data = {"thread_id": thread_id, "resource_id": resource_id, **value}
-    else:
-        raise InvalidArgumentError(f"a message must be a Message or a dict, got {type(value).__name__}")
-    thread = check_thread_id(data.get("thread_id"))
-    role = data.get("role")
-    if role not in ROLES:
-        raise InvalidArgumentError(f"message role must be one of {', '.join(ROLES)}, got {role!r}")
-    mid = data.get("id") or new_id()
-    _check_id(mid, "message id")
-    resource = data.get("resource_id")
-    if resource is not None:
-        _check_id(resource, "resource_id")
-    try:
-        content = MessageContent.coerce(data.get("content"))
-        created_at = parse_time(data.get("created_at")) or datetime.now(timezone.utc)
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgumentError(f"message {mid}: {exc}") from None
-    return Message(
-        id=mid, thread_id=thread, resource_id=resource, role=role, content=content,
-        created_at=created_at, type=data.get("type") or "text",
-        metadata=_mapping(data.get("metadata"), "message metadata"),
-    )
-
-
 def _split_filter(filter: Any) -> tuple[Mapping[str, Any] | None, dict[str, Any] | None]:
     """``(date_range, metadata)`` of a recall filter; the metadata filter is validated here."""
     if filter is None:
@@ -521,56 +777,3 @@ def _split_filter(filter: Any) -> tuple[Mapping[str, Any] | None, dict[str, Any]
         return filter.get("date_range"), None
     _core.validate_metadata_filter(filter["metadata"])
     return filter.get("date_range"), dict(filter["metadata"]) or None
-
-
-def _update_of(value: Mapping[str, Any] | Message) -> dict[str, Any]:
-    data = value.to_dict() if isinstance(value, Message) else dict(value)
-    if not isinstance(data.get("id"), str) or not data["id"].strip():
-        raise InvalidArgumentError("All message IDs must be non-empty strings")
-    allowed = {"id", "thread_id", "resource_id", "role", "content", "type", "metadata", "created_at"}
-    unknown = set(data) - allowed
-    if unknown:
-        raise InvalidArgumentError(f"unknown message field(s): {', '.join(sorted(unknown))}")
-    return data
-
-
-def _apply_update(current: Message, patch: Mapping[str, Any]) -> Message:
-    fields: dict[str, Any] = {}
-    if "content" in patch:
-        new = patch["content"]
-        if isinstance(new, Mapping):
-            old = current.content
-            parts = new.get("parts", old.parts)
-            text = new.get("text", old.text)
-            fields["content"] = MessageContent.coerce({"parts": parts or (), "text": text})
-        else:
-            fields["content"] = MessageContent.coerce(new)
-    if "metadata" in patch:
-        fields["metadata"] = {**current.metadata, **_mapping(patch["metadata"], "message metadata")}
-    for key in ("thread_id", "resource_id", "role", "type"):
-        if patch.get(key) is not None:
-            fields[key] = patch[key]
-    if fields.get("role", current.role) not in ROLES:
-        raise InvalidArgumentError(f"message role must be one of {', '.join(ROLES)}")
-    if "thread_id" in fields:
-        check_thread_id(fields["thread_id"])
-    return replace(current, **fields)
-
-
-def _sequence(value: Any, what: str) -> list[Any]:
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise InvalidArgumentError(f"{what} must be a list")
-    return list(value)
-
-
-def _mapping(value: Any, what: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidArgumentError(f"{what} must be a dict, got {type(value).__name__}")
-    return dict(value)
-
-
-def _check_id(value: Any, what: str) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidArgumentError(f"{what} must be a non-empty string")

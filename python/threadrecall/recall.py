@@ -1,7 +1,8 @@
 """The history half of ``Memory.recall``: a page of a thread merged with included messages.
 
-Everything here reads the storage's in-memory timeline, so a page, a filtered page or an
-include with its neighbours costs a binary search in the Rust core, not a database query.
+Everything here reads through the storage protocol's ``page`` and ``window``: on DuckDB the
+in-memory replica answers them (a binary search in the Rust core, not a database query), on
+PostgreSQL one indexed query each.
 The rules follow the reference: the newest ``per_page`` messages when no order is given
 (queried newest-first, returned oldest-first), filters applied before ``total`` and paging,
 includes exempt from filters and not counted, the result de-duplicated and chronological.
@@ -15,8 +16,9 @@ from typing import Any
 
 from .config import is_count
 from .errors import InvalidArgumentError
-from .storage.duckdb import DuckDBStorage, MessageRow, message_of, to_micros
-from .types import Message, RecallResult, parse_time
+from .storage.base import Storage
+from .storage.rows import MessageRow, message_of, to_micros
+from .types import Message, RecallResult, check_text, parse_time
 
 __all__ = ["Include", "HistoryQuery", "read_history", "check_thread_id", "parse_includes"]
 
@@ -43,10 +45,14 @@ class HistoryQuery:
     before_id: str | None = None
 
 
+# The largest position a page may reach (``page * per_page``): beyond it offsets overflow.
+MAX_POSITION = 2**53
+
+
 def check_thread_id(thread_id: Any) -> str:
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise InvalidArgumentError("threadId must be a non-empty string")
-    return thread_id
+    return check_text(thread_id, "threadId")
 
 
 def check_paging(page: Any, per_page: Any) -> None:
@@ -54,6 +60,10 @@ def check_paging(page: Any, per_page: Any) -> None:
         raise InvalidArgumentError("page must be >= 0")
     if per_page is not False and per_page is not None and not is_count(per_page):
         raise InvalidArgumentError("perPage must be >= 0")
+    size = per_page if is_count(per_page) else 1
+    if page * max(size, 1) > MAX_POSITION or size > MAX_POSITION:
+        raise InvalidArgumentError(
+            f"page {page} of {size} is too large: page * per_page must be at most 2**53")
 
 
 def parse_includes(include: Any, default_context: int) -> list[Include]:
@@ -91,21 +101,20 @@ def date_bounds(date_range: Mapping[str, Any] | None) -> dict[str, Any]:
         if value is not None:
             try:
                 when = parse_time(value)
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, OverflowError, OSError) as exc:
                 raise InvalidArgumentError(f"filter.date_range.{side}: {exc}") from None
             bounds[side] = to_micros(when)
             bounds[f"{side}_exclusive"] = bool(date_range.get(f"{side}_exclusive", False))
     return bounds
 
 
-def read_history(storage: DuckDBStorage, q: HistoryQuery, includes: Sequence[Include]) -> RecallResult:
+def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include]) -> RecallResult:
     """One page of a thread plus its includes, with ``total`` and ``has_more``."""
-    timeline = storage.timeline
     resource = q.resource_id or None  # an empty resource id leaves the page unscoped
     bounds = date_bounds(q.date_range)
     filtered = bool(bounds) or bool(q.metadata)
     descending = _descending(q.order_by, q.per_page)
-    window = timeline.window([(i.id, i.before, i.after) for i in includes], resource) if includes else []
+    window = storage.window([(i.id, i.before, i.after) for i in includes], resource) if includes else []
 
     if q.per_page is not False and q.per_page == 0:
         return _result(window, [], 0, q.page, 0, False)
@@ -115,7 +124,7 @@ def read_history(storage: DuckDBStorage, q: HistoryQuery, includes: Sequence[Inc
 
     limit = None if q.per_page is False else q.per_page
     offset = 0 if q.per_page is False else q.page * q.per_page
-    rows, total = timeline.page(
+    rows, total = storage.page(
         q.thread_id, resource_id=resource, metadata=q.metadata or None,
         descending=descending, offset=offset, limit=limit, **bounds,
     )
@@ -134,7 +143,7 @@ def read_history(storage: DuckDBStorage, q: HistoryQuery, includes: Sequence[Inc
     return _result(window, rows, total, q.page, q.per_page, has_more)
 
 
-def _cursor_page(storage: DuckDBStorage, q: HistoryQuery, bounds: dict[str, Any],
+def _cursor_page(storage: Storage, q: HistoryQuery, bounds: dict[str, Any],
                  window: list[MessageRow]) -> RecallResult:
     """``per_page`` messages right after ``after_id`` or right before ``before_id``.
 
@@ -143,16 +152,16 @@ def _cursor_page(storage: DuckDBStorage, q: HistoryQuery, bounds: dict[str, Any]
     """
     if q.per_page is False:
         raise InvalidArgumentError("cursor paging needs an integer per_page")
-    rows, total = storage.timeline.page(
+    rows, total = storage.page(
         q.thread_id, resource_id=q.resource_id or None, metadata=q.metadata or None,
         limit=q.per_page, after_id=q.after_id, before_id=q.before_id, **bounds,
     )
     return _result(window, rows, total, 0, q.per_page, total > q.per_page)
 
 
-def _passing(storage: DuckDBStorage, q: HistoryQuery, bounds: dict[str, Any], ids: list[str]) -> set[str]:
+def _passing(storage: Storage, q: HistoryQuery, bounds: dict[str, Any], ids: list[str]) -> set[str]:
     """Which of ``ids`` (messages of the queried thread) pass the call's filters."""
-    rows, _ = storage.timeline.page(
+    rows, _ = storage.page(
         q.thread_id, resource_id=q.resource_id or None, metadata=q.metadata or None, **bounds,
     )
     wanted = set(ids)

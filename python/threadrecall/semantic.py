@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .embedders import CachedEmbedder, shared_cache
-from .errors import DimensionMismatchError
+from .errors import ConfigurationError, DimensionMismatchError
 from .types import Message, Thread
 
 __all__ = ["CHUNK_CHARS", "Embedded", "Hit", "MessageIndex", "chunk_text", "index_name_for"]
@@ -62,9 +62,25 @@ def chunk_text(text: str, limit: int = CHUNK_CHARS) -> list[str]:
     return chunks
 
 
-def index_name_for(dimension: int) -> str:
-    """``memory_messages`` for 1536-d embeddings, ``memory_messages_<dim>`` otherwise."""
-    return "memory_messages" if dimension == 1536 else f"memory_messages_{dimension}"
+INDEX_PREFIX = "mastra_memory_"
+# Message indexes named by the dimension alone, as earlier versions did.
+_LEGACY_PREFIX = "memory_messages"
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+def index_name_for(model_id: str) -> str:
+    """The default message index of an embedder: ``mastra_memory_<model id>``, every character
+    outside ``[A-Za-z0-9_]`` replaced by ``_``, cut to 63 characters. Vectors of two models
+    never share an index.
+
+    >>> index_name_for("text-embedding-3-small")
+    'mastra_memory_text_embedding_3_small'
+    """
+    return (INDEX_PREFIX + _NOT_IN_NAME.sub("_", model_id))[:63]
+
+
+def _is_message_index(name: str) -> bool:
+    return name.startswith(INDEX_PREFIX) or name.startswith(_LEGACY_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -87,7 +103,7 @@ class MessageIndex:
     def __init__(self, vector: Any, embedder: Any, *, index_name: str | None = None) -> None:
         self.vector = vector
         self.embedder: CachedEmbedder = shared_cache(embedder)
-        self.name = index_name or index_name_for(self.embedder.dimension)
+        self.name = index_name or index_name_for(self.embedder.model_id)
         self._named = index_name is not None
         self._ready = False
         self._lock = threading.Lock()
@@ -97,23 +113,33 @@ class MessageIndex:
         if not self._ready:
             with self._lock:
                 if not self._ready:
-                    self._check_no_other_dimension()
+                    self._check_no_other_model()
                     self.vector.create_index(self.name, self.embedder.dimension, "cosine")
                     self._ready = True
 
-    def _check_no_other_dimension(self) -> None:
-        """Refuse to start a second message index beside one of another dimension."""
+    def _check_no_other_model(self) -> None:
+        """Refuse to start a default message index beside the one of another embedder: the
+        messages embedded there would silently drop out of recall."""
         if self._named:
             return
-        others = [n for n in self.vector.list_indexes()
-                  if (n == "memory_messages" or n.startswith("memory_messages_")) and n != self.name]
-        if others:
-            found = self.vector.describe_index(others[0]).dimension
+        names = self.vector.list_indexes()
+        if self.name in names:
+            return
+        others = [n for n in names if _is_message_index(n)]
+        if not others:
+            return
+        other, model = others[0], self.embedder.model_id
+        found = self.vector.describe_index(other).dimension
+        how = (f"to re-embed them with {model}, delete that index (vector.delete_index({other!r})) "
+               "and save the messages again; to go on with the embedder that wrote it, pass "
+               f"semantic_recall={{'index_name': {other!r}}}")
+        if found != self.embedder.dimension:
             raise DimensionMismatchError(
-                f"messages in this database are embedded with {found} dimensions (index {others[0]}) "
-                f"but the embedder {self.embedder.model_id} gives {self.embedder.dimension}; use the "
-                "same embedder, or delete that index to re-embed"
-            )
+                f"messages in this database are embedded with {found} dimensions (index {other}) "
+                f"but the embedder {model} gives {self.embedder.dimension}; {how}")
+        raise ConfigurationError(
+            f"messages in this database are embedded by another model (index {other}), not by "
+            f"{model}, and vectors of two models cannot be compared; {how}")
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embedder.embed(chunk_text(text) or [""])

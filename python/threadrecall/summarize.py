@@ -143,6 +143,17 @@ def summarize_conversation(messages: Iterable[Message | Mapping[str, Any]], mode
                            memory: Any = None) -> SummarizeResult:
     """Summarise ``messages`` with ``model`` (a ``LanguageModel`` or ``"provider/model"``).
 
+    Args:
+        messages: ``Message`` objects or dicts, oldest first.
+        model: a ``LanguageModel`` or a router string ``"provider/model"``.
+        instructions: extra instructions for the model.
+        extract: ``Extractor``s whose values are pulled from the summary.
+        thread_id: the thread summarised (given to the extractors' hooks).
+        resource_id: its owner (given to the extractors' hooks).
+        request_context: passed to the extractors' hooks.
+        abort_signal: anything with ``is_set()``; set, it stops the call (``AbortedError``).
+        memory: the ``Memory`` the extractors' hooks may write to.
+
     >>> from threadrecall.models import ScriptedModel
     >>> model = ScriptedModel(["<observations>\\n* 🔴 (09:00) User likes tea.\\n</observations>"])
     >>> summarize_conversation([{"role": "user", "content": "I like tea"}], model).summary

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import _core
+from .errors import InvalidArgumentError, UnsupportedValueError
 
 __all__ = [
     "Role",
@@ -24,6 +25,8 @@ __all__ = [
     "ThreadPage",
     "QueryResult",
     "search_text",
+    "check_json",
+    "check_text",
     "IndexStats",
     "to_utc",
     "parse_time",
@@ -62,10 +65,18 @@ def _iso(value: datetime | None) -> str | None:
 
 @dataclass(frozen=True)
 class MessageContent:
-    """A message's content: a list of parts (dicts) and an optional plain ``text``."""
+    """A message's content: a list of parts (dicts) and an optional plain ``text``.
 
-    parts: tuple[dict[str, Any], ...] = ()
+    >>> MessageContent.coerce("Hi").parts
+    [{'type': 'text', 'text': 'Hi'}]
+    """
+
+    parts: list[dict[str, Any]] = field(default_factory=list)
     text: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.parts, list):  # a tuple or other sequence given: kept as a list
+            object.__setattr__(self, "parts", list(self.parts))
 
     @classmethod
     def coerce(cls, value: Any) -> "MessageContent":
@@ -75,7 +86,7 @@ class MessageContent:
         if value is None:
             return cls()
         if isinstance(value, str):
-            return cls(parts=({"type": "text", "text": value},))
+            return cls(parts=[{"type": "text", "text": value}])
         if isinstance(value, Mapping):
             parts = value.get("parts") or ()
             if isinstance(parts, (str, bytes)) or not all(isinstance(p, Mapping) for p in parts):
@@ -83,9 +94,11 @@ class MessageContent:
             text = value.get("text", value.get("content"))
             if text is not None and not isinstance(text, str):
                 text = None
-            return cls(parts=tuple(dict(p) for p in parts), text=text)
+            return cls(parts=[dict(p) for p in parts], text=text)
         if isinstance(value, (list, tuple)):
-            return cls(parts=tuple(dict(p) for p in value))
+            if not all(isinstance(p, Mapping) for p in value):
+                raise TypeError("content parts must be a list of dicts")
+            return cls(parts=[dict(p) for p in value])
         raise TypeError(f"message content must be a str or a dict with parts, got {type(value).__name__}")
 
     @property
@@ -304,15 +317,85 @@ class IndexStats:
     count: int
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def dumps(value: Any) -> str:
     """Compact JSON used for every stored JSON column (written by the core; what only Python's
-    encoder handles, such as other types, which it writes as ``str``, goes to it).
+    encoder handles, such as ints beyond 64 bits or dict subclasses, goes to it). A value JSON
+    cannot hold raises ``UnsupportedValueError`` naming its key, a lone surrogate
+    ``InvalidArgumentError``.
 
     >>> dumps({"a": [1, "é"]})
     '{"a":[1,"é"]}'
     """
     text = _core.compact_json(value)
-    return _ENCODER.encode(value) if text is None else text
+    if text is None:
+        check_json(value, "value")
+        text = _ENCODER.encode(value)
+    return text
+
+
+def check_json(value: Any, what: str) -> None:
+    """Raise unless ``value`` is JSON that UTF-8 can store: ``None``, bools, numbers, strings,
+    and lists, tuples and string-keyed dicts of them. ``what`` names the value in the error.
+
+    >>> check_json({"tags": ["a", 1]}, "metadata")
+    >>> check_json({"when": object()}, "metadata")
+    Traceback (most recent call last):
+    ...
+    threadrecall.errors.UnsupportedValueError: metadata key 'when' holds a value of type object, which JSON cannot store
+    """
+    if _core.compact_json(value) is not None:  # the usual case, checked in the core
+        return
+    _walk_json(value, what, [], set())
+
+
+def _walk_json(value: Any, what: str, path: list[Any], seen: set[int]) -> None:
+    if value is None or isinstance(value, (bool, int, float)):
+        return
+    if isinstance(value, str):
+        check_text(value, _where(what, path))
+        return
+    if isinstance(value, (Mapping, list, tuple)):
+        if id(value) in seen:
+            raise InvalidArgumentError(f"Circular reference detected: {_where(what, path)} holds itself")
+        if len(path) > 500:
+            raise InvalidArgumentError(f"{_where(what, path)} is nested more than 500 levels deep")
+        seen.add(id(value))
+        items = value.items() if isinstance(value, Mapping) else enumerate(value)
+        for key, item in items:
+            if isinstance(value, Mapping):
+                if not isinstance(key, str):
+                    raise UnsupportedValueError(
+                        f"{_where(what, path)} has the key {key!r}: JSON keys must be strings")
+                check_text(key, f"a key of {_where(what, path)}")
+            _walk_json(item, what, [*path, key], seen)
+        seen.discard(id(value))
+        return
+    raise UnsupportedValueError(
+        f"{_where(what, path)} holds a value of type {type(value).__name__}, which JSON "
+        "cannot store")
+
+
+def _where(what: str, path: list[Any]) -> str:
+    if not path:
+        return what
+    head = f"{what}[{path[0]}]" if isinstance(path[0], int) else f"{what} key {path[0]!r}"
+    return head + "".join(f"[{k!r}]" for k in path[1:])
+
+
+def check_text(value: str, what: str) -> str:
+    """Return ``value`` if UTF-8 can store it; a lone surrogate raises ``InvalidArgumentError``.
+
+    >>> check_text("caf\u00e9", "title")
+    'café'
+    """
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError(
+                f"{what} holds a lone surrogate ({value[exc.start]!a} at {exc.start}), which "
+                "UTF-8 cannot store") from None
+    return value

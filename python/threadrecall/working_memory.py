@@ -22,7 +22,7 @@ from .errors import (
     ResourceMismatchError,
     ThreadNotFoundError,
 )
-from .types import Message, MessageContent
+from .types import Message, MessageContent, check_json, check_text
 from .value_schema import ValueSchema
 
 __all__ = [
@@ -56,8 +56,8 @@ _TAGS = re.compile(r"<working_memory>.*?</working_memory>", re.DOTALL)
 class WorkingMemory:
     """Read, replace and merge working memory kept in a storage backend.
 
-    ``storage`` provides ``db`` (a ``Database``), ``get_thread``, ``update_thread``,
-    ``get_resource`` and ``update_resource``.
+    ``storage`` is any ``Storage``: read-modify-write cycles run in one of its transactions,
+    locked on the working memory's key so that they serialise across processes.
     """
 
     def __init__(self, storage: Any, config: WorkingMemoryConfig | Mapping[str, Any] | None = None
@@ -106,6 +106,7 @@ class WorkingMemory:
         self._guard(thread_id, resource_id)
         if not isinstance(text, str):
             raise InvalidArgumentError("working_memory must be a string")
+        check_text(text, "working_memory")
         with self.storage.transaction():
             self._write(thread_id, resource_id, text)
 
@@ -123,11 +124,11 @@ class WorkingMemory:
                 "merging working memory needs a working_memory.schema (JSON mode); Markdown "
                 "working memory is replaced with update_working_memory")
         patch = _as_object(patch)
-        if not callable(getattr(getattr(self.storage, "db", None), "transaction", None)):
+        if not callable(getattr(self.storage, "transaction", None)):
             raise ConfigurationError(
                 "merging working memory atomically is not supported by this storage adapter "
-                "(it needs storage.db.transaction())")
-        with self.storage.transaction():
+                "(it needs storage.transaction())")
+        with self.storage.transaction(lock=self._key(thread_id, resource_id)):
             merged = deep_merge(_stored_object(self._read(thread_id, resource_id)), patch)
             self._write(thread_id, resource_id, json.dumps(merged, ensure_ascii=False))
         return merged
@@ -146,13 +147,19 @@ class WorkingMemory:
         if not isinstance(memory, str):
             raise InvalidArgumentError("working memory must be a string in Markdown mode")
         template = _normalise(self.template()["content"])  # type: ignore[index]
-        with self.storage.transaction():
+        with self.storage.transaction(lock=self._key(thread_id, resource_id)):
             current = self._read(thread_id, resource_id) or ""
             has_data = bool(current.strip()) and _normalise(current) != template
             if has_data and _normalise(memory) == template:
                 return {"success": False, "message": EMPTY_TEMPLATE_SKIPPED}
             self._write(thread_id, resource_id, memory)
         return {"success": True, "message": "Working memory updated."}
+
+    def _key(self, thread_id: str, resource_id: str | None) -> str:
+        """The lock key of the working memory a call reads and writes."""
+        if self.config.scope == "resource":
+            return f"working-memory:resource:{resource_id}"
+        return f"working-memory:thread:{thread_id}"
 
     async def aget(self, thread_id: str, *, resource_id: str | None = None) -> str | None:
         """The async twin of ``get``."""
@@ -185,6 +192,11 @@ class WorkingMemory:
             raise ConfigurationError(NOT_ENABLED)
         if not isinstance(thread_id, str) or not thread_id.strip():
             raise InvalidArgumentError("thread_id must be a non-empty string")
+        check_text(thread_id, "thread_id")
+        if resource_id is not None:
+            if not isinstance(resource_id, str):
+                raise InvalidArgumentError("resource_id must be a string")
+            check_text(resource_id, "resource_id")
         if self.config.scope == "resource" and not resource_id:
             raise ConfigurationError(NO_RESOURCE)
         if resource_id:
@@ -304,7 +316,7 @@ def strip_working_memory(message: Message) -> Message | None:
         return message
     if not parts and not (text and text.strip()):
         return None
-    return replace(message, content=MessageContent(parts=tuple(parts), text=text))
+    return replace(message, content=MessageContent(parts=parts, text=text))
 
 
 def _is_update_tool_part(part: Mapping[str, Any]) -> bool:
@@ -325,7 +337,9 @@ def _as_object(patch: Any) -> dict[str, Any]:
                 f"Failed to parse working memory input as JSON: {exc}") from None
     if not isinstance(patch, Mapping):
         raise InvalidArgumentError("a working memory patch must be a JSON object (a dict)")
-    return dict(patch)
+    patch = dict(patch)
+    check_json(patch, "working memory patch")
+    return patch
 
 
 def _stored_object(text: str | None) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidArgumentError
 from ..memory import Memory
 
 __all__ = [
@@ -112,9 +113,21 @@ def normalise_evidence(raw: Iterable[str], known: set[str]) -> list[str]:
 
 
 def load(path: str | Path) -> list[Conversation]:
-    """The conversations of a ``locomo10.json`` file."""
-    samples = json.loads(Path(path).read_text("utf-8"))
-    return [_conversation(sample) for sample in samples]
+    """The conversations of a ``locomo10.json`` file; any other file raises
+    ``InvalidArgumentError`` saying what is wrong with it."""
+    try:
+        samples = json.loads(Path(path).read_text("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidArgumentError(f"{path} is not a LoCoMo JSON file: {exc}") from None
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot read the LoCoMo file {path}: {exc.strerror or exc}") from None
+    try:
+        if not isinstance(samples, list):
+            raise TypeError("it holds no list of conversations")
+        return [_conversation(sample) for sample in samples]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise InvalidArgumentError(f"{path} is not a LoCoMo file ({detail})") from None
 
 
 def _conversation(sample: Mapping[str, Any]) -> Conversation:
@@ -255,12 +268,12 @@ def run(path: str | Path, *, conversations: int | None = None, modes: Sequence[s
 
     ``embedder`` defaults to ``LocalEmbedder``; none is used when every mode is lexical.
     """
+    data = load(path)[:conversations]
     lexical_only = all(mode == "lexical" for mode in modes)
     if embedder is None and not lexical_only:
         from ..embedders import LocalEmbedder
 
         embedder = LocalEmbedder()
-    data = load(path)[:conversations]
     semantic = {"mode": "lexical"} if embedder is None else True
     memory = Memory(embedder=embedder, options={"last_messages": False, "semantic_recall": semantic})
     started = time.perf_counter()

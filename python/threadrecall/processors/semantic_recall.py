@@ -10,9 +10,11 @@ from typing import Any
 
 from ..config import SemanticRecallConfig
 from ..hybrid import ranked_ids
-from ..memory import async_twin, incoming_message
+from ..incoming import incoming_message
+from ..memory import async_twin
 from ..semantic import MessageIndex
-from ..storage.duckdb import DuckDBStorage, message_of
+from ..storage.base import Storage
+from ..storage.rows import message_of
 from ..types import Message, MessageContent
 
 __all__ = ["SemanticRecall", "format_other_threads"]
@@ -25,15 +27,40 @@ _HEADER = "The following messages were remembered from a different conversation:
 class SemanticRecall:
     """Recall similar messages on input; embed the turn's new messages on output.
 
-    It shares its write path and vector index (``memory_messages[_<dim>]`` unless ``index_name``
-    is given) with ``Memory``, so either can write what the other reads. ``mode`` ranks as
-    ``semantic_recall.mode`` does: ``"vector"``, ``"lexical"`` (BM25) or ``"hybrid"``.
+    It shares its write path and vector index (``mastra_memory_<embedder model id>`` unless
+    ``index_name`` is given) with ``Memory``, so either can write what the other reads.
+
+    Args:
+        storage: where messages and threads are read.
+        vector: the vector store of the message index.
+        embedder: what embeds the query and the new messages.
+        top_k: how many similar messages to recall.
+        message_range: neighbours of each hit: an int, or ``{"before": n, "after": m}``.
+        scope: ``"resource"`` (every thread of the resource) or ``"thread"``.
+        threshold: the lowest similarity kept (``None``: no limit).
+        index_name: the vector index (default ``mastra_memory_<embedder model id>``).
+        logger: where failures are logged (a failed recall never breaks the turn).
+        mode: how hits are ranked: ``"vector"``, ``"lexical"`` (BM25) or ``"hybrid"``.
+
+    >>> from threadrecall import Memory
+    >>> from threadrecall.embedders import HashEmbedder
+    >>> from threadrecall.storage import DuckDBStorage
+    >>> from threadrecall.vector import HnswVectorStore
+    >>> storage = DuckDBStorage()
+    >>> recall = SemanticRecall(storage, HnswVectorStore(storage), HashEmbedder(dim=64), top_k=1,
+    ...                         message_range=0, scope="thread")
+    >>> saved = Memory(storage=storage).save_messages([{"thread_id": "t1", "resource_id": "u",
+    ...     "role": "user", "content": c} for c in ("the weather is sunny", "my dog is called Rex")])
+    >>> _ = recall.process_output_result(saved, thread_id="t1")
+    >>> turn = [{"role": "user", "content": "dog called Rex?"}]
+    >>> [m.text for m in recall.process_input(turn, thread_id="t1")]
+    ['my dog is called Rex', 'dog called Rex?']
     """
 
     id = "semantic-recall"
     name = "SemanticRecall"
 
-    def __init__(self, storage: DuckDBStorage, vector: Any, embedder: Any, *, top_k: int = 4,
+    def __init__(self, storage: Storage, vector: Any, embedder: Any, *, top_k: int = 4,
                  message_range: int | Mapping[str, int] = 1, scope: str = "resource",
                  threshold: float | None = None, index_name: str | None = None,
                  logger: logging.Logger | None = None, mode: str = "vector") -> None:
@@ -45,7 +72,13 @@ class SemanticRecall:
 
     def process_input(self, messages: Sequence[Message | Mapping[str, Any]], *, thread_id: str | None,
                       resource_id: str | None = None) -> list[Message]:
-        """``[other threads as one system message] + [same-thread hits] + messages``."""
+        """``[other threads as one system message] + [same-thread hits] + messages``.
+
+        Args:
+            messages: the turn's input; its last user message is the query.
+            thread_id: the current thread (``None``: the input is returned as it is).
+            resource_id: the owner, whose threads resource scope searches.
+        """
         if not thread_id:
             return list(messages)
         given = [incoming_message(m, thread_id=thread_id, resource_id=resource_id) for m in messages]
@@ -68,7 +101,13 @@ class SemanticRecall:
 
     def process_output_result(self, messages: Sequence[Message | Mapping[str, Any]], *,
                               thread_id: str | None, resource_id: str | None = None) -> list[Message]:
-        """Embed and index the new messages of the turn; returns them unchanged."""
+        """Embed and index the new messages of the turn; returns them unchanged.
+
+        Args:
+            messages: the turn's messages (those recalled from memory are skipped).
+            thread_id: their thread (``None``: nothing is indexed).
+            resource_id: the owner, given to messages that name none.
+        """
         if not thread_id:
             return list(messages)
         given = [incoming_message(m, thread_id=thread_id, resource_id=resource_id) for m in messages]
@@ -95,7 +134,7 @@ class SemanticRecall:
         if not ids:
             return []
         before, after = config.range()
-        rows = self.storage.timeline.window([(i, before, after) for i in ids], resource_id or None)
+        rows = self.storage.window([(i, before, after) for i in ids], resource_id or None)
         return [message_of(r) for r in rows]
 
     aprocess_input = async_twin(process_input)

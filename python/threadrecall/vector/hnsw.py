@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import glob
 import itertools
 import json
 import logging
@@ -37,13 +38,15 @@ import pyarrow as pa
 
 from .. import _core
 from ..errors import (
+    ConfigurationError,
     DimensionMismatchError,
     IndexCorruptError,
     IndexNotFoundError,
     InvalidArgumentError,
+    StorageError,
 )
 from ..storage.duckdb import Database
-from ..types import IndexStats, QueryResult, dumps
+from ..types import IndexStats, QueryResult, check_text, dumps
 
 __all__ = ["HnswVectorStore"]
 
@@ -251,6 +254,27 @@ class _Linker:
                 self._wake.wait(LINK_IDLE_WAIT)
 
 
+# The open store of each database, by id(Database) (a store holds its database, so the id stays
+# unique while the entry lives; a store nobody holds any more drops out).
+_STORES: weakref.WeakValueDictionary[int, HnswVectorStore] = weakref.WeakValueDictionary()
+_STORES_LOCK = threading.Lock()
+
+
+def _database_of(storage: Any) -> tuple[Database, Any]:
+    """The database a store keeps its vectors in, and the storage handle it opened for it
+    (None when the caller's storage is used)."""
+    if storage is None or isinstance(storage, (str, Path)):
+        from ..storage.duckdb import DuckDBStorage
+
+        handle = DuckDBStorage(":memory:" if storage is None else storage)
+        return handle.db, handle
+    if isinstance(storage, Database):
+        return storage, None
+    if isinstance(getattr(storage, "db", None), Database):
+        return storage.db, None
+    raise InvalidArgumentError("storage must be a DuckDBStorage, a Database, a database path or None")
+
+
 class HnswVectorStore:
     """Named vector indexes in DuckDB, searched through an in-memory HNSW graph.
 
@@ -267,7 +291,31 @@ class HnswVectorStore:
 
     With ``background_linking`` (the default) a daemon thread links new vectors into the graph
     while the store is open; without it they wait for ``link()`` (searches are exact either way).
+
+    Args:
+        storage: a ``DuckDBStorage``, a ``Database``, a database path, or ``None`` for an
+            in-memory database; the vectors live there, the index files beside it.
+        m: graph links per vector (more: better recall, more memory).
+        ef_construction: the candidate list while linking (more: a better graph, slower writes).
+        ef_search: the candidate list while searching; ``None`` lets the planner choose.
+        background_linking: link new vectors in a daemon thread.
     """
+
+    def __new__(cls, storage: Any = None, **settings: Any) -> HnswVectorStore:
+        db, handle = _database_of(storage)
+        with _STORES_LOCK:
+            store = _STORES.get(id(db)) if not db.in_memory or handle is None else None
+            if store is None:
+                store = super().__new__(cls)
+                store._opens = 0
+                store._handles = []
+                store.db = db
+                if handle is None or not db.in_memory:
+                    _STORES[id(db)] = store
+            store._opens += 1
+            if handle is not None:
+                store._handles.append(handle)
+            return store
 
     def __init__(
         self,
@@ -278,39 +326,55 @@ class HnswVectorStore:
         ef_search: int | None = None,
         background_linking: bool = True,
     ) -> None:
-        for label, value in (("m", m), ("ef_construction", ef_construction)):
-            if not _is_int(value) or value < 1:
-                raise InvalidArgumentError(f"{label} must be a positive integer, got {value!r}")
-        if ef_search is not None and (not _is_int(ef_search) or ef_search < 1):
-            raise InvalidArgumentError(f"ef_search must be a positive integer or None, got {ef_search!r}")
-        self._owns_db = False
-        if storage is None or isinstance(storage, (str, Path)):
-            self.db = Database(":memory:" if storage is None else storage)
-            self._owns_db = True
-        elif isinstance(storage, Database):
-            self.db = storage
-        elif isinstance(getattr(storage, "db", None), Database):
-            self.db = storage.db
-        else:
-            raise InvalidArgumentError(
-                "storage must be a DuckDBStorage, a Database, a database path or None"
-            )
-        self.m, self.ef_construction, self.ef_search = m, ef_construction, ef_search
-        self._lock = threading.RLock()
-        self._loaded: dict[str, _Loaded] = {}
-        self._uncommitted: dict[str, set[str]] = {}  # ids upserted by the open transaction
-        self._linker = _Linker(self._loaded, _weakly(self._save_due)) if background_linking else None
-        if self._linker is not None:
-            weakref.finalize(self, self._linker.stop)
-        self.db.migrate("vector", MIGRATIONS)
+        settings = (m, ef_construction, ef_search, background_linking)
+        if hasattr(self, "_settings"):  # this database's store is already open: share it
+            if settings != self._settings:
+                self.close()
+                raise ConfigurationError(
+                    "an HnswVectorStore with other settings is already open on this database; "
+                    "open it with the same m, ef_construction, ef_search and background_linking")
+            return
+        try:
+            for label, value in (("m", m), ("ef_construction", ef_construction)):
+                if not _is_int(value) or value < 1:
+                    raise InvalidArgumentError(f"{label} must be a positive integer, got {value!r}")
+            if ef_search is not None and (not _is_int(ef_search) or ef_search < 1):
+                raise InvalidArgumentError(
+                    f"ef_search must be a positive integer or None, got {ef_search!r}")
+            self.m, self.ef_construction, self.ef_search = m, ef_construction, ef_search
+            self._lock = threading.RLock()
+            self._loaded: dict[str, _Loaded] = {}
+            self._uncommitted: dict[str, set[str]] = {}  # ids upserted by the open transaction
+            self._linker = _Linker(self._loaded, _weakly(self._save_due)) if background_linking else None
+            if self._linker is not None:
+                weakref.finalize(self, self._linker.stop)
+            self.db.migrate("vector", MIGRATIONS)
+            self._remove_leftovers()
+        except BaseException:
+            self._release()
+            raise
+        self._settings = settings
 
     # ---- indexes ----
 
     def create_index(self, name: str, dimension: int, metric: str = "cosine") -> None:
         """Create an index; the same dimension again is a no-op.
 
+        Args:
+            name: 1-63 letters, digits, ``_`` or ``-``.
+            dimension: the length of its vectors.
+            metric: ``"cosine"``, ``"euclidean"`` or ``"dotproduct"``.
+
         Raises DimensionMismatchError when ``name`` exists with another dimension.
-        """
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("docs", 3, metric="euclidean")
+        >>> store.create_index("docs", 3)
+        >>> store.create_index("docs", 4)
+        Traceback (most recent call last):
+        ...
+        threadrecall.errors.DimensionMismatchError: index docs exists with dimension 3, not 4
+"""
         _check_name(name)
         if not _is_int(dimension) or dimension < 1:
             raise InvalidArgumentError(f"dimension must be a positive integer, got {dimension!r}")
@@ -329,7 +393,16 @@ class HnswVectorStore:
             tx.execute("INSERT INTO vector_indexes VALUES (?, ?, ?, 0)", [name, dimension, metric])
 
     def describe_index(self, name: str) -> IndexStats:
-        """Dimension, metric and vector count of an index."""
+        """Dimension, metric and vector count of an index.
+
+        Args:
+            name: the index.
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("docs", 2)
+        >>> store.describe_index("docs")
+        IndexStats(dimension=2, metric='cosine', count=0)
+"""
         dimension, metric, _ = self._info(name)
         (count,) = self.db.cursor().execute(
             "SELECT count(*) FROM vector_rows WHERE index_name = ?", [name]
@@ -337,12 +410,28 @@ class HnswVectorStore:
         return IndexStats(dimension=dimension, metric=metric, count=count)
 
     def list_indexes(self) -> list[str]:
-        """Names of every index, sorted."""
+        """Names of every index, sorted.
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("b", 2); store.create_index("a", 2)
+        >>> store.list_indexes()
+        ['a', 'b']
+"""
         rows = self.db.cursor().execute("SELECT name FROM vector_indexes ORDER BY name").fetchall()
         return [r[0] for r in rows]
 
     def delete_index(self, name: str) -> None:
-        """Delete an index, its vectors and its index file."""
+        """Delete an index, its vectors and its index file.
+
+        Args:
+            name: the index (``IndexNotFoundError`` when it does not exist).
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("docs", 2)
+        >>> store.delete_index("docs")
+        >>> store.list_indexes()
+        []
+"""
         self._info(name)
         with self.db.transaction() as tx:
             for table, column in (
@@ -363,7 +452,21 @@ class HnswVectorStore:
         ids: Sequence[str] | None = None,
         metadata: Sequence[dict[str, Any]] | None = None,
     ) -> list[str]:
-        """Insert or replace vectors by id; returns the ids (uuid4 strings when none given)."""
+        """Insert or replace vectors by id; returns the ids (uuid4 strings when none given).
+
+        Args:
+            name: the index.
+            vectors: a ``(n, dimension)`` array or a list of ``n`` vectors.
+            ids: one non-empty string per vector; a repeated id keeps its last vector.
+            metadata: one JSON dict per vector, what ``filter`` reads.
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("docs", 2)
+        >>> store.upsert("docs", [[1, 0], [0, 1]], ids=["a", "b"], metadata=[{"k": 1}, {"k": 2}])
+        ['a', 'b']
+        >>> len(store.upsert("docs", [[1, 1]])[0])  # a generated id
+        36
+"""
         loaded = self._loaded.get(name)  # a loaded index exists: no catalogue lookup needed
         dimension = loaded.index.dim if loaded is not None else self._info(name)[0]
         matrix = _as_matrix(vectors, dimension)
@@ -376,6 +479,8 @@ class HnswVectorStore:
             )
         if any(not isinstance(i, str) or not i.strip() for i in ids):
             raise InvalidArgumentError("vector ids must be non-empty strings")
+        for i in ids:
+            check_text(i, "a vector id")
         if any(not isinstance(m, dict) for m in metadata):
             raise InvalidArgumentError("each metadata entry must be a dict")
         if n == 0:
@@ -436,7 +541,23 @@ class HnswVectorStore:
 
         ``score`` is larger when closer: cosine similarity, dot product, or minus the L2
         distance. ``metadata`` is the stored metadata dict.
-        """
+
+        Args:
+            name: the index.
+            vector: the query vector.
+            top_k: how many results at most.
+            filter: a Mongo-style filter over the stored metadata (``$eq``, ``$in``, ``$and``...).
+            include_vector: also return each result's stored vector.
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("docs", 2)
+        >>> _ = store.upsert("docs", [[1, 0], [0, 1]], ids=["a", "b"], metadata=[{"k": 1}, {"k": 2}])
+        >>> [(r.id, round(r.score, 3), r.metadata) for r in store.query("docs", [1, 0], top_k=1)]
+        [('a', 1.0, {'k': 1})]
+        >>> hit = store.query("docs", [1, 0], filter={"k": {"$gte": 2}}, include_vector=True)[0]
+        >>> hit.id, hit.vector.tolist()
+        ('b', [0.0, 1.0])
+"""
         hits = self.search_ids(name, vector, top_k=top_k, filter=filter)
         if not hits:
             return []
@@ -467,7 +588,19 @@ class HnswVectorStore:
 
         It reads nothing from the database, so it is the fast path for callers that know
         what they stored under each id.
-        """
+
+        Args:
+            name: the index.
+            vector: the query vector.
+            top_k: how many results at most.
+            filter: a Mongo-style filter over the stored metadata.
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("docs", 2)
+        >>> _ = store.upsert("docs", [[1, 0], [0, 1]], ids=["a", "b"], metadata=[{"k": 1}, {"k": 2}])
+        >>> [(i, round(s, 3)) for i, s in store.search_ids("docs", [0, 1], top_k=2, filter={"k": 2})]
+        [('b', 1.0)]
+"""
         _check_name(name)
         loaded = self._loaded.get(name)  # a loaded index exists: no catalogue lookup needed
         if loaded is None:
@@ -488,7 +621,21 @@ class HnswVectorStore:
     def delete_vectors(
         self, name: str, *, ids: Sequence[str] | None = None, filter: dict[str, Any] | None = None
     ) -> None:
-        """Delete vectors by id, by filter, or both (the union)."""
+        """Delete vectors by id, by filter, or both (the union).
+
+        Args:
+            name: the index.
+            ids: the ids to delete (unknown ids are ignored).
+            filter: delete every vector whose metadata passes this filter.
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("docs", 2)
+        >>> _ = store.upsert("docs", [[1, 0], [0, 1], [1, 1]], ids=["a", "b", "c"],
+        ...                  metadata=[{"k": 1}, {"k": 2}, {"k": 3}])
+        >>> store.delete_vectors("docs", ids=["a"], filter={"k": 3})
+        >>> [r.id for r in store.query("docs", [1, 0])]
+        ['b']
+"""
         self._info(name)
         if ids is None and filter is None:
             raise InvalidArgumentError("delete_vectors needs ids or a filter")
@@ -521,7 +668,16 @@ class HnswVectorStore:
 
     def link(self, name: str | None = None) -> None:
         """Link every waiting vector of ``name`` (default: of every loaded index) into its graph
-        now, a chunk at a time so searches can run in between."""
+        now, a chunk at a time so searches can run in between.
+
+        Args:
+            name: the index, or ``None`` for every loaded index.
+
+        >>> store = HnswVectorStore(background_linking=False)
+        >>> store.create_index("docs", 2)
+        >>> _ = store.upsert("docs", [[1, 0]], ids=["a"])
+        >>> store.link("docs")
+"""
         if name is None:
             indexes = [loaded.index for loaded in list(self._loaded.values())]
         else:
@@ -533,20 +689,38 @@ class HnswVectorStore:
 
     def flush(self) -> None:
         """Save every index whose file lags behind the database or the linking (vectors
-        still waiting to be linked are saved as waiting)."""
+        still waiting to be linked are saved as waiting).
+
+        >>> HnswVectorStore().flush()  # in memory: nothing to save
+"""
         if not self.db.in_memory:
             self._save_where(lambda loaded: loaded.stale)
 
     def close(self) -> None:
-        """Stop the background linker, save the index files, and close the database if this
-        store opened it."""
+        """Close this user's handle. With the last one: stop the background linker, save the
+        index files, and close the database if this store opened it.
+
+        >>> HnswVectorStore().close()
+        """
+        if not self._release():
+            return
         if self._linker is not None:
             self._linker.stop()
         self.flush()
         with self._lock:
             self._loaded.clear()
-        if self._owns_db:
-            self.db.close()
+        for handle in self._handles:
+            handle.close()
+
+    def _release(self) -> bool:
+        """Drop one user; True when it was the last."""
+        with _STORES_LOCK:
+            self._opens -= 1
+            if self._opens > 0:
+                return False
+            if _STORES.get(id(self.db)) is self:
+                del _STORES[id(self.db)]
+            return True
 
     def __enter__(self) -> HnswVectorStore:
         return self
@@ -555,7 +729,14 @@ class HnswVectorStore:
         self.close()
 
     def index_path(self, name: str) -> Path | None:
-        """Where the index file of ``name`` lives (None for an in-memory database)."""
+        """Where the index file of ``name`` lives (None for an in-memory database).
+
+        Args:
+            name: the index.
+
+        >>> HnswVectorStore().index_path("docs") is None
+        True
+"""
         return None if self.db.in_memory else Path(f"{self.db.path}.{name}.hnsw")
 
     # ---- internals ----
@@ -632,16 +813,34 @@ class HnswVectorStore:
             generation, changes = loaded.generation, loaded.changes
         # The graph is copied after the generation is read, so the file holds at least what
         # its tag says (a catch-up replays the rest harmlessly), never less.
-        part = path.with_name(f"{path.name}.{threading.get_ident()}.part")
-        pending = loaded.index.save(str(part), generation)  # a failed save leaves no file
+        part = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.part")
+        try:
+            pending = loaded.index.save(str(part), generation)  # a failed save leaves no file
+        except OSError as exc:
+            raise StorageError(f"cannot save the index file {path}: {exc}") from exc
         with self._lock:
             newer = loaded.saved is not None and loaded.saved > generation
             if self._loaded.get(name) is not loaded or newer:  # deleted, or a newer save landed meanwhile
                 part.unlink(missing_ok=True)
                 return
-            os.replace(part, path)
+            try:
+                os.replace(part, path)
+            except OSError as exc:
+                part.unlink(missing_ok=True)
+                raise StorageError(f"cannot save the index file {path}: {exc}") from exc
             loaded.saved, loaded.saved_pending = generation, pending
             loaded.changes -= changes
+
+    def _remove_leftovers(self) -> None:
+        """Delete the partial index files of saves cut short in an earlier process (only one
+        process at a time opens a database file, so none of them is still being written)."""
+        if self.db.in_memory:
+            return
+        db = Path(self.db.path)
+        mine = f".{os.getpid()}-"
+        for part in db.parent.glob(f"{glob.escape(db.name)}.*.hnsw.*.part*"):
+            if mine not in part.name:
+                part.unlink(missing_ok=True)
 
     def _forget(self, name: str) -> None:
         with self._lock:
@@ -668,6 +867,10 @@ class HnswVectorStore:
     def _open(self, name: str) -> _Loaded:
         dimension, metric, generation = self._info(name)
         path = self.index_path(name)
+        if path is not None and path.is_dir():
+            raise StorageError(
+                f"a directory is where the index file {path} goes; move it away (the index is "
+                "rebuilt from the database)")
         if path is not None and path.exists():
             try:
                 index, file_generation = _core.VectorIndex.load(str(path))
@@ -731,24 +934,31 @@ class HnswVectorStore:
     # ---- async twins ----
 
     async def acreate_index(self, name: str, dimension: int, metric: str = "cosine") -> None:
+        """The async twin of ``create_index``, with the same parameters."""
         return await asyncio.to_thread(self.create_index, name, dimension, metric)
 
     async def aupsert(self, name: str, vectors: Any, **kwargs: Any) -> list[str]:
+        """The async twin of ``upsert``, with the same parameters."""
         return await asyncio.to_thread(functools.partial(self.upsert, name, vectors, **kwargs))
 
     async def aquery(self, name: str, vector: Any, **kwargs: Any) -> list[QueryResult]:
+        """The async twin of ``query``, with the same parameters."""
         return await asyncio.to_thread(functools.partial(self.query, name, vector, **kwargs))
 
     async def adelete_vectors(self, name: str, **kwargs: Any) -> None:
+        """The async twin of ``delete_vectors``, with the same parameters."""
         return await asyncio.to_thread(functools.partial(self.delete_vectors, name, **kwargs))
 
     async def adescribe_index(self, name: str) -> IndexStats:
+        """The async twin of ``describe_index``, with the same parameters."""
         return await asyncio.to_thread(self.describe_index, name)
 
     async def alist_indexes(self) -> list[str]:
+        """The async twin of ``list_indexes``, with the same parameters."""
         return await asyncio.to_thread(self.list_indexes)
 
     async def adelete_index(self, name: str) -> None:
+        """The async twin of ``delete_index``, with the same parameters."""
         return await asyncio.to_thread(self.delete_index, name)
 
 

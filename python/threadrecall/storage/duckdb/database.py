@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import duckdb
 
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, StorageError
 
 __all__ = ["Database"]
 
@@ -32,16 +32,19 @@ class Database:
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            _check_database_file(Path(self.path))
         try:
             self._conn = duckdb.connect(self.path, config={"checkpoint_threshold": CHECKPOINT_THRESHOLD})
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
                 raise ConfigurationError(
                     f"the database {self.path} is open for writing in another process; "
-                    "DuckDB lets one process write a database file at a time"
+                    "DuckDB lets one process use a database file at a time; to share one memory "
+                    "between processes, use PostgresStorage"
                 ) from exc
-            raise
+            raise StorageError(f"cannot open the database {self.path}: {exc}") from exc
+        except duckdb.Error as exc:
+            raise StorageError(f"cannot open the database {self.path}: {exc}") from exc
         self._lock = threading.RLock()
         self._local = threading.local()
         self._depth = 0
@@ -58,6 +61,11 @@ class Database:
     def in_transaction(self) -> bool:
         """Whether this thread is inside ``transaction()`` (reads may see uncommitted rows)."""
         return self._writer is not None and self._owner == threading.get_ident()
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every write transaction holds (and commit callbacks run under)."""
+        return self._lock  # type: ignore[return-value]
 
     @property
     def scratch(self) -> dict[str, Any]:
@@ -91,9 +99,14 @@ class Database:
             try:
                 yield writer
                 writer.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 self._pending.clear()
-                writer.execute("ROLLBACK")
+                try:
+                    writer.execute("ROLLBACK")
+                except duckdb.Error:  # a failed commit has already ended the transaction
+                    pass
+                if isinstance(exc, duckdb.Error) and _is_io_failure(exc):
+                    raise StorageError(f"writing the database {self.path} failed: {exc}") from exc
                 raise
             finally:
                 self._depth = 0
@@ -142,5 +155,45 @@ class Database:
                 )
 
     def close(self) -> None:
+        """Merge the write-ahead log into the file (a read-only session leaves a replayed log
+        unmerged otherwise), then close."""
         with self._lock:
+            if not self.in_memory:
+                try:
+                    self._conn.execute("CHECKPOINT")
+                except duckdb.Error:  # e.g. a full disk: the log stays and is replayed on open
+                    pass
             self._conn.close()
+
+
+# The first bytes of a DuckDB file: a checksum (8 bytes), then the magic ``DUCK``.
+_MAGIC_AT, _MAGIC = 8, b"DUCK"
+
+
+def _check_database_file(path: Path) -> None:
+    """Refuse a path DuckDB would not store to: a directory, or an existing file that is not a
+    DuckDB database (DuckDB would quietly open an in-memory database over some of them)."""
+    if path.is_dir():
+        raise ConfigurationError(f"{path} is a directory, not a database file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"cannot create the folder of the database {path}: {exc}") from exc
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        with path.open("rb") as file:
+            head = file.read(_MAGIC_AT + len(_MAGIC))
+    except OSError as exc:
+        raise StorageError(f"cannot read the database {path}: {exc}") from exc
+    if head[_MAGIC_AT:] != _MAGIC:
+        raise ConfigurationError(
+            f"{path} exists and is not a DuckDB database; give the path of a database file "
+            "(or of one to create)")
+
+
+def _is_io_failure(exc: duckdb.Error) -> bool:
+    """Whether a DuckDB error comes from the file system (a full disk, a write refused...)."""
+    return isinstance(exc, (duckdb.IOException, duckdb.FatalException)) or any(
+        word in str(exc) for word in ("IO Error", "Could not write", "Could not read", "No space left",
+                                      "File too large", "Permission denied"))

@@ -1,45 +1,44 @@
-"""DuckDB storage of threads, messages and resources: the source of truth.
+"""DuckDB storage of threads, messages and resources: the source of truth, for one process.
 
-Messages are also mirrored, after each commit, into the Rust core's ``Timeline``: per-thread
-orderings and metadata that serve ``recall`` in microseconds without a query. DuckDB is written
-first, inside one transaction per call; the mirror follows only what committed, and is rebuilt
-from the database when a store is opened. A second mirror, the BM25 ``LexicalIndex`` of
-message text, is built on first use (lexical or hybrid recall) and then kept up to date the same way.
+DuckDB admits one writing process per file: a second process gets ``ConfigurationError``
+(use ``PostgresStorage`` to share a memory between processes). Within a process, every
+``DuckDBStorage`` of one path is the same object, so all of its users see one database.
+
+Messages are also mirrored, after each commit, into a ``Replica`` (the Rust core's
+``Timeline``, and the BM25 ``LexicalIndex`` from its first use) that serves ``recall`` in
+microseconds without a query. DuckDB is written first, inside one transaction per call; the
+replica follows only what committed, and is rebuilt from the database when a store is opened.
+Each commit is also kept in a short in-memory change feed for other consumers.
 """
 
 from __future__ import annotations
 
-import functools
+import collections
 import json
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from ... import _core
 from ...config import is_count
 from ...errors import InvalidArgumentError, ThreadNotFoundError
-from ...types import (
-    Message,
-    MessageContent,
-    Resource,
-    Thread,
-    ThreadPage,
-    dumps,
-    search_text,
-    to_utc,
-)
-from .database import Database
+from ...types import Message, Resource, Thread, ThreadPage, dumps, to_utc
+from ..base import Changes
+from ..replica import Replica
+from ..rows import MessageRow, from_micros, message_of, new_id, payload, to_micros
 from ..thread_cache import ThreadCache
 from ..thread_filter import thread_filter_sql, validate_thread_filter
+from .database import Database
 
-__all__ = ["DuckDBStorage", "MessageRow"]
+__all__ = ["DuckDBStorage", "MessageRow", "from_micros", "message_of", "new_id", "to_micros"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# Commits kept in the in-memory change feed; a consumer further behind rebuilds from a scan.
+FEED_COMMITS = 1024
 
 MIGRATIONS = [
     """
@@ -82,54 +81,18 @@ _UPSERT_MESSAGES = """
         metadata = excluded.metadata
 """
 
-# A mirrored message: (id, thread_id, resource_id, created_at µs, seq, payload JSON).
-MessageRow = tuple[str, str, "str | None", int, int, str]
-
 _PAYLOAD_SQL = (
     "'{\"role\":' || to_json(role) || ',\"type\":' || to_json(type) || ',\"content\":' || content"
     " || ',\"metadata\":' || metadata || '}'"
 )
 
+# File-backed stores of this process, by resolved path (one nobody holds any more drops out).
+_OPEN: weakref.WeakValueDictionary[str, DuckDBStorage] = weakref.WeakValueDictionary()
+_OPEN_LOCK = threading.Lock()
+
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def to_micros(value: datetime) -> int:
-    delta = to_utc(value) - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def from_micros(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
-
-
-def _payload(role: str, type_: str, content: str, metadata: str) -> str:
-    """The mirrored body of a message, built from its already-encoded JSON columns."""
-    return f'{{"role":{_quoted(role)},"type":{_quoted(type_)},"content":{content},"metadata":{metadata}}}'
-
-
-@functools.lru_cache(maxsize=256)
-def _quoted(text: str) -> str:
-    """A JSON string literal (roles and types repeat, so they are encoded once)."""
-    return dumps(text)
-
-
-def message_of(row: MessageRow) -> Message:
-    """Decode a mirrored row into a Message."""
-    mid, thread_id, resource_id, micros, _seq, payload = row
-    body = json.loads(payload)
-    content = body["content"]
-    return Message(
-        id=mid,
-        thread_id=thread_id,
-        resource_id=resource_id,
-        role=body["role"],
-        content=MessageContent(parts=tuple(content.get("parts") or ()), text=content.get("text")),
-        created_at=from_micros(micros),
-        type=body["type"],
-        metadata=body["metadata"],
-    )
 
 
 class DuckDBStorage:
@@ -140,27 +103,68 @@ class DuckDBStorage:
     ''
     """
 
+    def __new__(cls, path: str | Path = ":memory:") -> "DuckDBStorage":
+        key = _key(path)
+        with _OPEN_LOCK:
+            store = _OPEN.get(key) if key is not None else None
+            if store is None:
+                store = super().__new__(cls)
+                store._opens = 0
+                if key is not None:
+                    _OPEN[key] = store
+            store._opens += 1
+            return store
+
     def __init__(self, path: str | Path = ":memory:") -> None:
-        self.db = Database(path)
-        self.db.migrate("memory", MIGRATIONS)
-        self.timeline = _core.Timeline()
+        if hasattr(self, "db"):  # this path is already open in this process: share it
+            return
+        self._key = _key(path)
+        try:
+            db = Database(path)
+            db.migrate("memory", MIGRATIONS)
+        except BaseException:
+            self._forget()
+            raise
+        self.db = db
+        self.replica = Replica()
         self._threads = ThreadCache()
         self._seq = 0
         self._unsaved: set[str] = set()  # message ids written by the open transaction
-        self._load_timeline()
-        self._lexical: _core.LexicalIndex | None = None
+        self._feed: collections.deque[Changes] = collections.deque(maxlen=FEED_COMMITS)
+        self._position = 0
+        self._load_replica()
 
     @property
     def path(self) -> str:
         return self.db.path
 
-    def close(self) -> None:
-        self.db.close()
+    @property
+    def timeline(self) -> Any:
+        """The replica's ``_core.Timeline``."""
+        return self.replica.timeline
 
-    def transaction(self) -> Any:
+    def close(self) -> None:
+        """Close this user's handle; the database closes with the last one."""
+        if self._forget():
+            self.db.close()
+
+    def _forget(self) -> bool:
+        """Drop one user; True when it was the last (then the path is free to reopen)."""
+        with _OPEN_LOCK:
+            self._opens -= 1
+            if self._opens > 0:
+                return False
+            if self._key is not None and _OPEN.get(self._key) is self:
+                del _OPEN[self._key]
+            return True
+
+    def transaction(self, *, lock: str | None = None) -> Any:
         """A context in which every write commits together or not at all (nested calls join
-        the outermost one)."""
+        the outermost one). DuckDB serialises all write transactions, so ``lock`` adds nothing."""
         return self.db.transaction()
+
+    def on_commit(self, callback: Any) -> None:
+        self.db.on_commit(callback)
 
     # ----------------------------------------------------------------------------- threads
 
@@ -315,6 +319,17 @@ class DuckDBStorage:
         row = self.timeline.get(message_id)
         return message_of(row) if row else None
 
+    def get_messages(self, message_ids: Iterable[str]) -> list[Message]:
+        timeline = self.timeline
+        return [message_of(row) for i in message_ids if (row := timeline.get(i))]
+
+    def page(self, thread_id: str, **query: Any) -> tuple[list[MessageRow], int]:
+        return self.timeline.page(thread_id, **query)
+
+    def window(self, includes: Sequence[tuple[str, int, int]],
+               resource_id: str | None = None) -> list[MessageRow]:
+        return self.timeline.window(list(includes), resource_id)
+
     def thread_messages(self, thread_id: str) -> list[Message]:
         """Every message of a thread, oldest first."""
         rows, _ = self.timeline.page(thread_id)
@@ -355,7 +370,7 @@ class DuckDBStorage:
             finally:
                 tx.unregister("incoming")
             self._touch_threads(tx, {m.thread_id for m in stored})
-            payloads = [_payload(m.role, m.type, c, md) for m, c, md in zip(stored, contents, metadatas)]
+            payloads = [payload(m.role, m.type, c, md) for m, c, md in zip(stored, contents, metadatas)]
             self.db.on_commit(lambda: self._mirror(stored, seqs, payloads))
         return stored
 
@@ -371,37 +386,43 @@ class DuckDBStorage:
             self.db.on_commit(lambda: self._unmirror(gone))
         return gone
 
-    # ----------------------------------------------------------------------------- lexical index
+    # ----------------------------------------------------------------------------- replica and feed
 
-    def lexical(self) -> _core.LexicalIndex:
-        """The BM25 index of message search text, built from the database on the first call
-        and kept up to date after every commit from then on."""
-        if self._lexical is None:
-            with self.db.transaction() as tx:  # serialised with writers: no commit lands meanwhile
-                if self._lexical is None:
-                    self._lexical = self._build_lexical(tx)
-        return self._lexical
+    def lexical(self) -> Any:
+        """The replica's BM25 index, built on the first call."""
+        return self.replica.lexical(self.scan_messages, self.db.transaction)
 
-    def _build_lexical(self, tx: Any, batch: int = 50_000) -> _core.LexicalIndex:
-        index = _core.LexicalIndex()
-        reader = tx.sql("SELECT id, thread_id, resource_id, content, metadata, epoch_us(created_at) AS t "
-                        "FROM messages ORDER BY seq").to_arrow_reader(batch)
+    def changes_since(self, position: int) -> Changes:
+        """The commits after ``position`` since this store opened (kept in memory: DuckDB has
+        no other writer); older positions get ``reset``."""
+        with self.db.lock:  # no commit lands while the feed is read
+            head = self._position
+            if position == head:
+                return Changes(head)
+            entries = [c for c in self._feed if c.position > position]
+            if position > head or not entries or entries[0].position != position + 1:
+                return Changes(head, reset=True)
+        return Changes.merged(head, entries)
+
+    def scan_messages(self, batch: int = 50_000) -> Iterator[list[MessageRow]]:
+        reader = self.db.cursor().sql(
+            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {_PAYLOAD_SQL} "
+            "FROM messages ORDER BY seq"
+        ).to_arrow_reader(batch)
         for chunk in reader:
-            cols = chunk.to_pydict()
-            texts = [search_text(MessageContent.coerce(json.loads(c)).plain_text, json.loads(m))
-                     for c, m in zip(cols["content"], cols["metadata"])]
-            index.upsert(cols["id"], cols["thread_id"], cols["resource_id"], texts, cols["t"])
-        return index
+            yield list(zip(*(chunk.column(i).to_pylist() for i in range(6))))
 
     def _unmirror(self, ids: list[str]) -> None:
-        self.timeline.remove(ids)
-        if self._lexical is not None:
-            self._lexical.remove(ids)
+        self.replica.remove(ids)
+        self._publish(Changes(self._position + 1, deleted=ids))
 
     def _unmirror_thread(self, thread_id: str) -> None:
-        self.timeline.remove_thread(thread_id)
-        if self._lexical is not None:
-            self._lexical.remove_thread(thread_id)
+        self.replica.remove_thread(thread_id)
+        self._publish(Changes(self._position + 1, deleted_threads=[thread_id]))
+
+    def _publish(self, changes: Changes) -> None:
+        self._position = changes.position
+        self._feed.append(changes)
 
     def _touch_threads(self, tx: Any, thread_ids: set[str]) -> None:
         """Set ``updated_at = now`` on these threads; once committed, they are cached as they
@@ -433,34 +454,20 @@ class DuckDBStorage:
         self.db.on_commit(lambda: self._threads.drop(ids))
 
     def _mirror(self, messages: Sequence[Message], seqs: Sequence[int], payloads: list[str]) -> None:
-        self.timeline.upsert(
-            [m.id for m in messages],
-            [m.thread_id for m in messages],
-            [m.resource_id for m in messages],
-            [to_micros(m.created_at) for m in messages],
-            list(seqs),
-            [m.metadata for m in messages],
-            payloads,
-        )
-        if self._lexical is not None:
-            self._lexical.upsert([m.id for m in messages], [m.thread_id for m in messages],
-                                 [m.resource_id for m in messages], [m.search_text for m in messages],
-                                 [to_micros(m.created_at) for m in messages])
+        self.replica.upsert(messages, seqs, payloads)
+        rows = [(m.id, m.thread_id, m.resource_id, to_micros(m.created_at), q, p)
+                for m, q, p in zip(messages, seqs, payloads)]
+        self._publish(Changes(self._position + 1, upserted=rows))
 
-    def _load_timeline(self, batch: int = 100_000) -> None:
+    def _load_replica(self, batch: int = 100_000) -> None:
         self._seq = self.db.fetch_one("SELECT coalesce(max(seq), 0) FROM messages")[0]
         reader = self.db.cursor().sql(
-            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, metadata, {_PAYLOAD_SQL} "
+            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {_PAYLOAD_SQL}, metadata "
             "FROM messages ORDER BY seq"
         ).to_arrow_reader(batch)
         for chunk in reader:
-            cols = chunk.to_pydict()
-            rows = (cols["id"], cols["thread_id"], cols["resource_id"], cols[chunk.schema.names[3]], cols["seq"])
-            payloads = cols[chunk.schema.names[6]]
-            try:  # the stored JSON texts, parsed in the core
-                self.timeline.upsert(*rows, None, payloads, metadata_json=cols["metadata"])
-            except InvalidArgumentError:  # NaN or infinities, which only Python's JSON reads
-                self.timeline.upsert(*rows, [json.loads(m) for m in cols["metadata"]], payloads)
+            columns = [chunk.column(i).to_pylist() for i in range(7)]
+            self.replica.upsert_rows(list(zip(*columns[:6])), metadata_json=columns[6])
 
 
 def _message_table(messages: Sequence[Message], seqs: Sequence[int], contents: list[str],
@@ -509,5 +516,9 @@ def _thread_order(order_by: Mapping[str, str] | None) -> tuple[str, str]:
 
 
 
-def new_id() -> str:
-    return str(uuid.uuid4())
+def _key(path: str | Path) -> str | None:
+    """The registry key of a database path (None for in-memory databases, never shared)."""
+    text = str(path)
+    if text == ":memory:" or text.startswith(":memory:"):
+        return None
+    return str(Path(text).expanduser().resolve())

@@ -1,0 +1,223 @@
+"""The SQL statements of ``PostgresStorage``, as templates over the schema name ``{s}``.
+
+Values always travel as parameters. Writes outside a transaction are single statements (one
+round trip, one implicit transaction), each ending with ``LOG``: the change-feed entry,
+written in the same statement. Inside ``transaction()`` the same statements run without it
+and the entries are written once, by ``FLUSH_CHANGES``, just before the commit.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CHANGES_SINCE", "CREATE_THREADS", "DELETE_MESSAGES", "DELETE_THREAD", "FLUSH_CHANGES",
+    "GET_MESSAGES", "GET_RESOURCE", "GET_THREADS", "LOCK", "SAVE_MESSAGES", "SAVE_RESOURCE",
+    "SAVE_THREADS", "SCAN_MESSAGES", "THREAD_FOR_UPDATE", "THREAD_MESSAGES", "WINDOW",
+    "list_threads", "page",
+]
+
+MESSAGE_COLUMNS = "m.id, m.thread_id, m.resource_id, m.role, m.type, m.content, m.metadata, m.created_at, m.seq"
+THREAD_COLUMNS = "id, resource_id, title, metadata, created_at, updated_at"
+
+# The feed entry of a write: the next position, taken last (its row lock is held to the commit).
+_LOG = """,
+    pos AS (UPDATE {{s}}.feed SET position = position + 1 WHERE EXISTS (SELECT 1 FROM {rows}) RETURNING position),
+    log AS (INSERT INTO {{s}}.changes (position, n, kind, ref)
+            SELECT pos.position, 0, '{kind}', {ref} FROM pos, {rows})
+"""
+
+
+def _logged(head: str, tail: str, *, rows: str, kind: str, ref: str) -> tuple[str, str]:
+    """The statement without and with its feed entry."""
+    log = _LOG.format(rows=rows, kind=kind, ref=ref)
+    return head + "\n" + tail, head + log + tail
+
+
+SAVE_MESSAGES = _logged(
+    """
+    WITH incoming AS (
+        SELECT * FROM unnest(%(ids)s::text[], %(threads)s::text[], %(resources)s::text[],
+                             %(roles)s::text[], %(types)s::text[], %(contents)s::text[],
+                             %(metadatas)s::text[], %(filters)s::jsonb[], %(times)s::bigint[])
+            WITH ORDINALITY AS i(id, thread_id, resource_id, role, type, content, metadata, filter,
+                                 created_at, ord)
+    ),
+    fresh AS MATERIALIZED (
+        SELECT i.*, k.created_at AS kept_at, k.seq AS kept_seq
+        FROM incoming i LEFT JOIN {s}.messages k ON k.id = i.id
+        ORDER BY i.ord
+    ),
+    ins AS (
+        INSERT INTO {s}.messages AS m
+            (id, thread_id, resource_id, role, type, content, metadata, filter, created_at, seq)
+        SELECT id, thread_id, resource_id, role, type, content, metadata, filter,
+               coalesce(kept_at, created_at), coalesce(kept_seq, nextval({seq}))
+        FROM fresh
+        ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
+            resource_id = excluded.resource_id, role = excluded.role, type = excluded.type,
+            content = excluded.content, metadata = excluded.metadata, filter = excluded.filter
+        RETURNING m.id, m.created_at, m.seq
+    ),
+    touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id = ANY(%(touched)s::text[]))""",
+    "SELECT id, created_at, seq FROM ins",
+    rows="ins", kind="u", ref="ins.id",
+)
+
+DELETE_MESSAGES = _logged(
+    """
+    WITH gone AS (DELETE FROM {s}.messages WHERE id = ANY(%(ids)s::text[]) RETURNING id, thread_id),
+    touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id IN (SELECT thread_id FROM gone))""",
+    "SELECT id FROM gone",
+    rows="gone", kind="d", ref="gone.id",
+)
+
+DELETE_THREAD = _logged(
+    """
+    WITH gone AS (DELETE FROM {s}.messages WHERE thread_id = %(thread)s RETURNING id),
+    dropped AS (DELETE FROM {s}.threads WHERE id = %(thread)s RETURNING id),
+    one AS (SELECT 1 FROM gone LIMIT 1)""",
+    "SELECT (SELECT count(*) FROM gone)",
+    rows="one", kind="t", ref="%(thread)s",
+)
+
+FLUSH_CHANGES = """
+    WITH pos AS (UPDATE {s}.feed SET position = position + 1 RETURNING position)
+    INSERT INTO {s}.changes (position, n, kind, ref)
+    SELECT pos.position, c.n, c.kind, c.ref
+    FROM pos, unnest(%(kinds)s::text[], %(refs)s::text[]) WITH ORDINALITY AS c(kind, ref, n)
+"""
+
+# Each id's last change after the position, up to the feed's head, and the rows upserted.
+CHANGES_SINCE = """
+    WITH head AS (SELECT position FROM {s}.feed),
+    ch AS (SELECT c.position, c.n, c.kind, c.ref FROM {s}.changes c
+           WHERE c.position > %(position)s AND c.position <= (SELECT position FROM head)),
+    latest AS (SELECT DISTINCT ON (ref) ref, kind FROM ch WHERE kind <> 't'
+               ORDER BY ref, position DESC, n DESC)
+    SELECT 'h', NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text,
+           NULL::bigint, (SELECT position FROM head)
+    UNION ALL
+    SELECT DISTINCT 't', ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL::bigint, NULL::bigint FROM ch WHERE kind = 't'
+    UNION ALL
+    SELECT 'd', ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL::bigint, NULL::bigint FROM latest WHERE kind = 'd'
+    UNION ALL
+    SELECT 'u', """ + MESSAGE_COLUMNS + """
+    FROM latest JOIN {s}.messages m ON m.id = latest.ref WHERE latest.kind = 'u'
+"""
+
+GET_MESSAGES = f"SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m WHERE m.id = ANY(%(ids)s::text[])"
+THREAD_MESSAGES = (f"SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m WHERE m.thread_id = %(thread)s "
+                   "ORDER BY m.created_at, m.seq")
+SCAN_MESSAGES = f"SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m ORDER BY m.seq"
+
+WINDOW = """
+    WITH inc AS (SELECT * FROM unnest(%(ids)s::text[], %(before)s::bigint[], %(after)s::bigint[])
+                 AS i(id, nb, na)),
+    t AS MATERIALIZED (
+        SELECT m.id, m.thread_id, m.created_at, m.seq, max(i.nb) AS nb, max(i.na) AS na
+        FROM inc i JOIN {s}.messages m ON m.id = i.id {target_scope}
+        GROUP BY m.id, m.thread_id, m.created_at, m.seq
+    ),
+    picked AS (
+        SELECT id FROM t
+        UNION
+        SELECT e.id FROM t CROSS JOIN LATERAL (
+            SELECT x.id FROM {s}.messages x
+            WHERE x.thread_id = t.thread_id AND (x.created_at, x.seq) < (t.created_at, t.seq) {scope}
+            ORDER BY x.created_at DESC, x.seq DESC LIMIT t.nb) e
+        UNION
+        SELECT l.id FROM t CROSS JOIN LATERAL (
+            SELECT x.id FROM {s}.messages x
+            WHERE x.thread_id = t.thread_id AND (x.created_at, x.seq) > (t.created_at, t.seq) {scope}
+            ORDER BY x.created_at, x.seq LIMIT t.na) l
+    )
+    SELECT """ + MESSAGE_COLUMNS + """ FROM {s}.messages m JOIN picked USING (id)
+    ORDER BY m.created_at, m.seq
+"""
+
+
+def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, after: bool,
+         before: bool, forward: bool) -> str:
+    """One page of a thread with the count of every message passing the same conditions, and
+    whether each cursor names a message of the thread, in one statement (``Timeline.page``'s
+    rules: ``start``/``end`` are the comparison operators of the date bounds)."""
+    cond = ["m.thread_id = %(thread)s"]
+    if resource:
+        cond.append("m.resource_id = %(resource)s")
+    if start:
+        cond.append(f"m.created_at {start} %(start)s")
+    if end:
+        cond.append(f"m.created_at {end} %(end)s")
+    if metadata:
+        cond.append("m.filter @> %(filter)s::jsonb")
+    ctes = []
+    if after:
+        ctes.append("a AS MATERIALIZED (SELECT created_at, seq FROM {s}.messages "
+                    "WHERE id = %(after)s AND thread_id = %(thread)s)")
+        cond.append("(m.created_at, m.seq) > (SELECT created_at, seq FROM a)")
+    if before:
+        ctes.append("b AS MATERIALIZED (SELECT created_at, seq FROM {s}.messages "
+                    "WHERE id = %(before)s AND thread_id = %(thread)s)")
+        cond.append("(m.created_at, m.seq) < (SELECT created_at, seq FROM b)")
+    where = " AND ".join(cond)
+    direction = "" if forward else " DESC"
+    with_ = "WITH " + ", ".join(ctes) if ctes else ""
+    has_a = "EXISTS (SELECT 1 FROM a)" if after else "TRUE"
+    has_b = "EXISTS (SELECT 1 FROM b)" if before else "TRUE"
+    return f"""
+    {with_}
+    SELECT h.total, h.has_a, h.has_b, r.*
+    FROM (SELECT (SELECT count(*) FROM {{s}}.messages m WHERE {where}) AS total,
+                 {has_a} AS has_a, {has_b} AS has_b) h
+    LEFT JOIN LATERAL (
+        SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m WHERE {where}
+        ORDER BY m.created_at{direction}, m.seq{direction} OFFSET %(offset)s LIMIT %(limit)s
+    ) r ON TRUE
+    """
+
+
+GET_THREADS = f"SELECT {THREAD_COLUMNS} FROM {{s}}.threads WHERE id = ANY(%(ids)s::text[])"
+THREAD_FOR_UPDATE = f"SELECT {THREAD_COLUMNS} FROM {{s}}.threads WHERE id = %(id)s FOR UPDATE"
+
+_INCOMING_THREADS = """
+    INSERT INTO {s}.threads (id, resource_id, title, metadata, filter, created_at, updated_at)
+    SELECT * FROM unnest(%(ids)s::text[], %(resources)s::text[], %(titles)s::text[],
+                         %(metadatas)s::text[], %(filters)s::jsonb[], %(created)s::timestamptz[],
+                         %(updated)s::timestamptz[])
+"""
+SAVE_THREADS = _INCOMING_THREADS + f"""
+    ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id, title = excluded.title,
+        metadata = excluded.metadata, filter = excluded.filter, updated_at = excluded.updated_at
+    RETURNING {THREAD_COLUMNS}
+"""
+CREATE_THREADS = _INCOMING_THREADS + " ON CONFLICT (id) DO NOTHING RETURNING id"
+
+
+def list_threads(*, resource: bool, metadata: bool, field: str, direction: str) -> str:
+    """A page of threads and the count of all that pass, in one statement (``field`` and
+    ``direction`` are checked against fixed lists by the caller)."""
+    cond = ["TRUE"]
+    if resource:
+        cond.append("resource_id = %(resource)s")
+    if metadata:
+        cond.append("filter @> %(filter)s::jsonb")
+    where = " AND ".join(cond)
+    return f"""
+    SELECT c.total, r.*
+    FROM (SELECT count(*) AS total FROM {{s}}.threads WHERE {where}) c
+    LEFT JOIN LATERAL (
+        SELECT {THREAD_COLUMNS} FROM {{s}}.threads WHERE {where}
+        ORDER BY {field} {direction}, id {direction} LIMIT %(limit)s OFFSET %(offset)s
+    ) r ON TRUE
+    """
+
+
+GET_RESOURCE = ("SELECT id, working_memory, metadata, created_at, updated_at "
+                "FROM {s}.resources WHERE id = %(id)s")
+SAVE_RESOURCE = """
+    INSERT INTO {s}.resources (id, working_memory, metadata, created_at, updated_at)
+    VALUES (%(id)s, %(working_memory)s, %(metadata)s, %(created)s, %(updated)s)
+    ON CONFLICT (id) DO UPDATE SET working_memory = excluded.working_memory,
+        metadata = excluded.metadata, updated_at = excluded.updated_at
+"""
+
+LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0))"

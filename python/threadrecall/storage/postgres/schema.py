@@ -1,0 +1,110 @@
+"""The PostgreSQL tables of a memory and their migrations.
+
+Every table lives in one schema, named by the caller (validated, then quoted as an
+identifier). ``migrate`` brings the schema forward inside one transaction that first takes an
+advisory lock on the schema's name, so processes opening a fresh database at the same moment
+apply each step once, one after the other.
+
+Messages keep their content and metadata as the exact JSON text they were saved with (NaN,
+key order and large floats survive), plus ``filter``: the JSONB containment form of the
+metadata's top-level scalars (see ``containment``). ``created_at`` of a message is in
+microseconds since the epoch, as recall's bounds and rows are.
+
+The change feed: each transaction that writes messages appends rows to ``changes`` under one
+position taken from the single row of ``feed`` just before it commits. Taking it locks that
+row until the commit, so positions are handed out in commit order, and a reader that sees
+``feed.position = p`` sees every change at or below ``p``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from psycopg import Connection, sql
+
+from ...errors import ConfigurationError
+
+__all__ = ["MIGRATIONS", "migrate", "quoted_schema"]
+
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE {s}.threads (
+        id TEXT PRIMARY KEY,
+        resource_id TEXT NOT NULL,
+        title TEXT NOT NULL DEFAULT '',
+        metadata TEXT NOT NULL DEFAULT '{{}}',
+        filter JSONB,
+        created_at TIMESTAMPTZ NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL
+    );
+    CREATE INDEX threads_resource ON {s}.threads (resource_id, created_at);
+    CREATE SEQUENCE {s}.message_seq;
+    CREATE TABLE {s}.messages (
+        id TEXT PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        resource_id TEXT,
+        role TEXT NOT NULL,
+        type TEXT NOT NULL DEFAULT 'text',
+        content TEXT NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{{}}',
+        filter JSONB,
+        created_at BIGINT NOT NULL,
+        seq BIGINT NOT NULL
+    );
+    CREATE INDEX messages_line ON {s}.messages (thread_id, created_at, seq);
+    CREATE TABLE {s}.resources (
+        id TEXT PRIMARY KEY,
+        working_memory TEXT,
+        metadata TEXT NOT NULL DEFAULT '{{}}',
+        created_at TIMESTAMPTZ NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL
+    );
+    CREATE TABLE {s}.feed (
+        one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+        position BIGINT NOT NULL
+    );
+    INSERT INTO {s}.feed (position) VALUES (0);
+    CREATE TABLE {s}.changes (
+        position BIGINT NOT NULL,
+        n INTEGER NOT NULL,
+        kind CHAR(1) NOT NULL,
+        ref TEXT NOT NULL
+    );
+    CREATE INDEX changes_position ON {s}.changes (position);
+    """,
+]
+
+
+def quoted_schema(name: str) -> sql.Identifier:
+    """The schema name as an SQL identifier, after checking it is a plain name."""
+    if not isinstance(name, str) or not _SCHEMA_NAME.match(name):
+        raise ConfigurationError(
+            f"schema must be a plain identifier (letters, digits, underscores; at most 63), got {name!r}"
+        )
+    return sql.Identifier(name)
+
+
+def migrate(conn: Connection, schema: str, component: str = "memory",
+            steps: list[str] = MIGRATIONS) -> int:
+    """Create ``schema`` if needed and apply the steps of ``component`` not yet applied;
+    returns the version reached. Steps are only ever appended, never edited."""
+    ident = quoted_schema(schema)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                     [f"threadrecall.migrate:{schema}"])
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+        conn.execute(sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {}.schema_version "
+            "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)").format(ident))
+        row = conn.execute(sql.SQL("SELECT version FROM {}.schema_version WHERE component = %s")
+                           .format(ident), [component]).fetchone()
+        current = row[0] if row else 0
+        for step in steps[current:]:
+            conn.execute(sql.SQL(step).format(s=ident))
+        if current < len(steps):
+            conn.execute(sql.SQL(
+                "INSERT INTO {}.schema_version VALUES (%s, %s) ON CONFLICT (component) "
+                "DO UPDATE SET version = excluded.version").format(ident), [component, len(steps)])
+    return len(steps)

@@ -1,0 +1,512 @@
+"""PostgreSQL storage of threads, messages and resources, shared by any number of processes.
+
+Nothing is cached: every call asks the database, so it sees every write that any process
+committed before it began. Outside ``transaction()`` a call is one statement on a pooled
+connection in autocommit mode (one round trip); inside, every call of the thread runs on the
+transaction's connection and sees its writes. Recall's reads (``page``, ``window``) are single
+statements with the semantics of the core's ``Timeline``, and message writes feed the change
+feed (``changes_since``) in the same transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+import psycopg
+from psycopg import errors, sql
+from psycopg_pool import ConnectionPool
+
+from ... import _core
+from ...config import is_count
+from ...errors import InvalidArgumentError, ThreadNotFoundError
+from ...types import Message, Resource, Thread, ThreadPage, dumps, to_utc
+from ..base import Changes
+from ..replica import Replica
+from ..rows import MessageRow, from_micros, message_of, payload, to_micros
+from ..thread_filter import validate_thread_filter
+from . import queries as q
+from .containment import filter_form, filter_value
+from .schema import migrate, quoted_schema
+
+__all__ = ["PostgresStorage"]
+
+_RETRIED = (errors.DeadlockDetected, errors.SerializationFailure)
+_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, default=str)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class _Transaction:
+    """The open transaction of one Python thread."""
+
+    conn: psycopg.Connection
+    depth: int = 1
+    callbacks: list[Callable[[], None]] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)  # feed entries, written before the commit
+    refs: list[str] = field(default_factory=list)
+
+    def log(self, kind: str, refs: Iterable[str]) -> None:
+        for ref in refs:
+            self.kinds.append(kind)
+            self.refs.append(ref)
+
+
+class PostgresStorage:
+    """Threads, messages and resources in one PostgreSQL schema.
+
+    ``dsn_or_pool`` is a connection string or a ``psycopg_pool.ConnectionPool`` (then owned by
+    the caller, and left open by ``close()``). The schema is created or migrated on first open.
+
+    >>> storage = PostgresStorage(dsn, schema="docs_example")  # doctest: +SKIP
+    >>> storage.save_thread(Thread(id="t1", resource_id="r1")).title  # doctest: +SKIP
+    ''
+    """
+
+    def __init__(self, dsn_or_pool: str | ConnectionPool, *, schema: str = "threadrecall",
+                 max_connections: int = 10) -> None:
+        quoted_schema(schema)  # a bad name fails before any connection is made
+        self.schema = schema
+        if isinstance(dsn_or_pool, ConnectionPool):
+            self._pool, self._owns_pool = dsn_or_pool, False
+            with self._pool.connection() as conn:
+                self._prepare(conn)
+        else:
+            with psycopg.connect(dsn_or_pool, autocommit=True) as conn:
+                self._prepare(conn)
+            self._pool = ConnectionPool(dsn_or_pool, min_size=1, max_size=max_connections,
+                                        kwargs={"autocommit": True}, open=True,
+                                        name=f"threadrecall.{schema}")
+            self._owns_pool = True
+        self._local = threading.local()
+        self._replica: Replica | None = None
+        self._replica_lock = threading.Lock()
+        self._pages: dict[tuple[Any, ...], str] = {}
+        self._thread_pages: dict[tuple[Any, ...], str] = {}
+
+    def _prepare(self, conn: psycopg.Connection) -> None:
+        migrate(conn, self.schema)
+        ident = quoted_schema(self.schema).as_string(conn)
+        self._ident = ident
+        self._seq = sql.Literal(f"{ident}.message_seq").as_string(conn)
+        self._sql = {name: self._text(getattr(q, name)) for name in (
+            "CHANGES_SINCE", "CREATE_THREADS", "FLUSH_CHANGES", "GET_MESSAGES", "GET_RESOURCE",
+            "GET_THREADS", "SAVE_RESOURCE", "SAVE_THREADS", "SCAN_MESSAGES",
+            "THREAD_FOR_UPDATE", "THREAD_MESSAGES")}
+        for name in ("SAVE_MESSAGES", "DELETE_MESSAGES", "DELETE_THREAD"):
+            plain, logged = getattr(q, name)
+            self._sql[name] = self._text(plain)
+            self._sql[name + "_LOGGED"] = self._text(logged)
+        self._sql["LOCK"] = q.LOCK
+        for scoped in (False, True):
+            self._sql[f"WINDOW_{scoped}"] = self._text(q.WINDOW).replace(
+                "{target_scope}", "WHERE m.resource_id = %(resource)s" if scoped else "").replace(
+                "{scope}", "AND x.resource_id = %(resource)s" if scoped else "")
+
+    def _text(self, template: str) -> str:
+        return template.replace("{s}", self._ident).replace("{seq}", self._seq)
+
+    def close(self) -> None:
+        if self._owns_pool:
+            self._pool.close()
+
+    def __enter__(self) -> PostgresStorage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------------------- transactions
+
+    @contextmanager
+    def transaction(self, *, lock: str | None = None) -> Iterator[psycopg.Connection]:
+        """A context in which every call of this thread commits together or not at all (nested
+        calls join the outermost one). ``lock`` serialises it with every transaction taking the
+        same key, in any process, until it ends."""
+        tx = self._open()
+        if tx is not None:
+            tx.depth += 1
+            try:
+                if lock is not None:
+                    self._lock(tx.conn, lock)
+                yield tx.conn
+            finally:
+                tx.depth -= 1
+            return
+        with self._pool.connection() as conn:
+            tx = self._local.tx = _Transaction(conn)
+            try:
+                with conn.transaction():
+                    if lock is not None:
+                        self._lock(conn, lock)
+                    yield conn
+                    if tx.kinds:
+                        conn.execute(self._sql["FLUSH_CHANGES"], {"kinds": tx.kinds, "refs": tx.refs})
+            finally:
+                self._local.tx = None
+        for callback in tx.callbacks:
+            callback()
+
+    def on_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the open transaction commits (at once when none is open)."""
+        tx = self._open()
+        if tx is None:
+            callback()
+        else:
+            tx.callbacks.append(callback)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._open() is not None
+
+    def _open(self) -> _Transaction | None:
+        return getattr(self._local, "tx", None)
+
+    def _lock(self, conn: psycopg.Connection, key: str) -> None:
+        conn.execute(self._sql["LOCK"], {"key": f"threadrecall.{self.schema}:{key}"})
+
+    def _fetch(self, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Run one statement: on the open transaction, else on a pooled connection (retried
+        when PostgreSQL chose it as a deadlock victim: a lone statement is safe to redo)."""
+        tx = self._open()
+        if tx is not None:
+            return tx.conn.execute(query, params).fetchall()
+        for attempt in range(4):
+            try:
+                with self._pool.connection() as conn:
+                    return conn.execute(query, params).fetchall()
+            except _RETRIED:
+                if attempt == 3:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _write(self, name: str, params: Mapping[str, Any], kind: str,
+               refs: Callable[[list[tuple[Any, ...]]], Iterable[str]]) -> list[tuple[Any, ...]]:
+        """Run a write: alone with its feed entry, or in the open transaction, which writes the
+        entries of all its writes before it commits."""
+        tx = self._open()
+        if tx is None:
+            return self._fetch(self._sql[name + "_LOGGED"], params)
+        rows = tx.conn.execute(self._sql[name], params).fetchall()
+        tx.log(kind, refs(rows))
+        return rows
+
+    # ----------------------------------------------------------------------------- threads
+
+    def get_thread(self, thread_id: str) -> Thread | None:
+        return self.get_threads([thread_id]).get(thread_id)
+
+    def get_threads(self, thread_ids: Iterable[str]) -> dict[str, Thread]:
+        """The existing threads among ``thread_ids``, by id (one query)."""
+        wanted = list(dict.fromkeys(thread_ids))
+        if not wanted:
+            return {}
+        rows = self._fetch(self._sql["GET_THREADS"], {"ids": wanted})
+        return {row[0]: _thread(row) for row in rows}
+
+    def save_thread(self, thread: Thread) -> Thread:
+        """Insert or replace a thread (an existing thread keeps its ``created_at``)."""
+        return self.save_threads([thread])[thread.id]
+
+    def save_threads(self, threads: Sequence[Thread]) -> dict[str, Thread]:
+        """Insert or replace threads in one statement; returns them as stored, by id."""
+        if not threads:
+            return {}
+        latest = list({t.id: t for t in threads}.values())
+        rows = self._fetch(self._sql["SAVE_THREADS"], _thread_params(latest))
+        return {row[0]: _thread(row) for row in rows}
+
+    def create_threads(self, threads: Sequence[Thread]) -> dict[str, Thread]:
+        """Insert threads the caller found missing; one created meanwhile by another process is
+        left as it is and returned as stored."""
+        if not threads:
+            return {}
+        now = _now()
+        made = {t.id: Thread(t.id, t.resource_id, t.title or "", t.metadata or {},
+                             t.created_at or now, t.updated_at or now) for t in threads}
+        inserted = {row[0] for row in self._fetch(self._sql["CREATE_THREADS"],
+                                                  _thread_params(list(made.values())))}
+        if len(inserted) < len(made):
+            made.update(self.get_threads(i for i in made if i not in inserted))
+        return made
+
+    def update_thread(self, thread_id: str, *, title: str | None = None,
+                      metadata: Mapping[str, Any] | None = None) -> Thread:
+        """Set the title (when given) and shallow-merge ``metadata`` into the thread's."""
+        with self.transaction() as conn:
+            row = conn.execute(self._sql["THREAD_FOR_UPDATE"], {"id": thread_id}).fetchone()
+            if row is None:
+                raise ThreadNotFoundError(f"Thread with id {thread_id} not found")
+            thread = _thread(row)
+            return self.save_thread(replace(
+                thread, title=thread.title if title is None else title,
+                metadata={**thread.metadata, **(metadata or {})}, updated_at=_now(),
+            ))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete a thread and its messages (a missing thread is not an error)."""
+        self._write("DELETE_THREAD", {"thread": thread_id}, "t",
+                    lambda rows: [thread_id] if rows[0][0] else [])
+
+    def list_threads(self, *, resource_id: str | None = None, metadata: Any = None, page: int = 0,
+                     per_page: int | bool = 100, order_by: Mapping[str, str] | None = None) -> ThreadPage:
+        if not is_count(page):
+            raise InvalidArgumentError("page must be >= 0")
+        if per_page is not False and not is_count(per_page):
+            raise InvalidArgumentError("perPage must be >= 0")
+        if per_page is False and page != 0:
+            raise InvalidArgumentError("page must be 0 when perPage is false")
+        field_, direction = _thread_order(order_by)
+        wanted = validate_thread_filter(metadata)
+        shape = (resource_id is not None, bool(wanted), field_, direction)
+        query = self._thread_pages.get(shape)
+        if query is None:
+            query = self._thread_pages[shape] = self._text(q.list_threads(
+                resource=shape[0], metadata=shape[1], field=field_, direction=direction))
+        limit = None if per_page is False else per_page
+        offset = 0 if per_page is False else page * per_page
+        rows = self._fetch(query, {"resource": resource_id, "limit": limit, "offset": offset,
+                                   "filter": filter_value(wanted, exact_integers=True)})
+        total = rows[0][0]
+        threads = [_thread(row[1:]) for row in rows if row[1] is not None]
+        has_more = per_page is not False and offset + per_page < total
+        return ThreadPage(threads, total, page, per_page, has_more)
+
+    # ----------------------------------------------------------------------------- resources
+
+    def get_resource(self, resource_id: str) -> Resource | None:
+        rows = self._fetch(self._sql["GET_RESOURCE"], {"id": resource_id})
+        if not rows:
+            return None
+        rid, working_memory, meta, created, updated = rows[0]
+        return Resource(rid, working_memory, json.loads(meta), to_utc(created), to_utc(updated))
+
+    def update_resource(self, resource_id: str, *, working_memory: str | None = None,
+                        metadata: Mapping[str, Any] | None = None) -> Resource:
+        """Create or update a resource: working memory replaced when given, metadata merged."""
+        now = _now()
+        with self.transaction(lock=f"resource:{resource_id}"):
+            old = self.get_resource(resource_id) or Resource(resource_id, None, {}, now, now)
+            new = replace(
+                old,
+                working_memory=old.working_memory if working_memory is None else working_memory,
+                metadata={**old.metadata, **(metadata or {})},
+                updated_at=now,
+            )
+            self._fetch(self._sql["SAVE_RESOURCE"] + " RETURNING id", {
+                "id": new.id, "working_memory": new.working_memory, "metadata": _json(new.metadata),
+                "created": new.created_at, "updated": new.updated_at})
+        return new
+
+    # ----------------------------------------------------------------------------- messages
+
+    def get_message(self, message_id: str) -> Message | None:
+        found = self.get_messages([message_id])
+        return found[0] if found else None
+
+    def get_messages(self, message_ids: Iterable[str]) -> list[Message]:
+        """The stored messages among ``message_ids``, in the order asked (unknown ids skipped)."""
+        wanted = list(message_ids)
+        if not wanted:
+            return []
+        rows = {r[0]: r for r in self._rows(self._sql["GET_MESSAGES"], {"ids": list(set(wanted))})}
+        return [message_of(rows[i]) for i in wanted if i in rows]
+
+    def thread_messages(self, thread_id: str) -> list[Message]:
+        """Every message of a thread, oldest first."""
+        return [message_of(r) for r in self._rows(self._sql["THREAD_MESSAGES"], {"thread": thread_id})]
+
+    def save_messages(self, messages: Sequence[Message]) -> list[Message]:
+        """Upsert complete messages by id in one statement.
+
+        An existing message keeps its ``created_at`` and insertion order; every thread touched
+        gets ``updated_at = now``. A batch that repeats an id keeps the last occurrence.
+        """
+        if not messages:
+            return []
+        latest = list({m.id: m for m in messages}.values())
+        params = {
+            "ids": [m.id for m in latest],
+            "threads": [m.thread_id for m in latest],
+            "resources": [m.resource_id for m in latest],
+            "roles": [m.role for m in latest],
+            "types": [m.type for m in latest],
+            "contents": [_json(m.content.to_dict()) for m in latest],
+            "metadatas": [_json(m.metadata) for m in latest],
+            "filters": [filter_form(m.metadata) for m in latest],
+            "times": [to_micros(m.created_at) for m in latest],
+            "now": _now(),
+            "touched": sorted({m.thread_id for m in latest}),
+        }
+        rows = self._write("SAVE_MESSAGES", params, "u", lambda rows: [r[0] for r in rows])
+        kept = {r[0]: r[1] for r in rows}
+        return [m if kept[m.id] == params["times"][i] else replace(m, created_at=from_micros(kept[m.id]))
+                for i, m in enumerate(latest)]
+
+    def delete_messages(self, ids: Iterable[str]) -> list[str]:
+        """Delete messages by id; unknown ids are ignored. Returns the ids that existed."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return []
+        rows = self._write("DELETE_MESSAGES", {"ids": wanted, "now": _now()}, "d",
+                           lambda rows: [r[0] for r in rows])
+        gone = {r[0] for r in rows}
+        return [i for i in wanted if i in gone]
+
+    # ----------------------------------------------------------------------------- recall's reads
+
+    def page(self, thread_id: str, *, resource_id: str | None = None, start: int | None = None,
+             start_exclusive: bool = False, end: int | None = None, end_exclusive: bool = False,
+             metadata: Mapping[str, Any] | None = None, descending: bool = False, offset: int = 0,
+             limit: int | None = None, after_id: str | None = None,
+             before_id: str | None = None) -> tuple[list[MessageRow], int]:
+        """Rows of one thread and how many pass the filters, by ``Timeline.page``'s rules, in
+        one statement."""
+        if metadata is not None:
+            _core.validate_metadata_filter(metadata)
+        offset = _count("offset", offset)
+        if limit is not None:
+            limit = _count("limit", limit)
+        forward = True if after_id is not None else False if before_id is not None else not descending
+        shape = (resource_id is not None, None if start is None else (">" if start_exclusive else ">="),
+                 None if end is None else ("<" if end_exclusive else "<="), bool(metadata),
+                 after_id is not None, before_id is not None, forward)
+        query = self._pages.get(shape)
+        if query is None:
+            query = self._pages[shape] = self._text(q.page(
+                resource=shape[0], start=shape[1], end=shape[2], metadata=shape[3],
+                after=shape[4], before=shape[5], forward=forward))
+        found = self._fetch(query, {
+            "thread": thread_id, "resource": resource_id, "start": start, "end": end,
+            "filter": filter_value(metadata) if metadata else None, "after": after_id,
+            "before": before_id, "offset": offset, "limit": limit})
+        total, has_after, has_before = found[0][:3]
+        for ok, cursor in ((has_after, after_id), (has_before, before_id)):
+            if not ok:
+                raise InvalidArgumentError(f"no message with id {cursor} in thread {thread_id}")
+        rows = [_row(r[3:]) for r in found if r[3] is not None]
+        if forward == descending:
+            rows.reverse()
+        return rows, total
+
+    def window(self, includes: Sequence[tuple[str, int, int]],
+               resource_id: str | None = None) -> list[MessageRow]:
+        """Each ``(id, before, after)`` message with up to that many neighbours of its thread
+        (of ``resource_id`` only, when given), de-duplicated, oldest first."""
+        ids, before, after = [], [], []
+        for mid, nb, na in includes:
+            ids.append(mid)
+            before.append(_count("before", nb))
+            after.append(_count("after", na))
+        if not ids:
+            return []
+        query = self._sql[f"WINDOW_{resource_id is not None}"]
+        return self._rows(query, {"ids": ids, "before": before, "after": after, "resource": resource_id})
+
+    # ----------------------------------------------------------------------------- change feed
+
+    def changes_since(self, position: int) -> Changes:
+        """The message writes committed after ``position`` (0: since the beginning), up to the
+        feed's head: each id's last change only, rows as they are now. Committed state only,
+        even when called inside a transaction."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(self._sql["CHANGES_SINCE"], {"position": position}).fetchall()
+        head = next(r[9] for r in rows if r[0] == "h")
+        if position > head:  # the feed was recreated behind this reader
+            return Changes(head, reset=True)
+        upserted = sorted((_row(r[1:]) for r in rows if r[0] == "u"), key=lambda r: r[4])
+        return Changes(head, upserted, [r[1] for r in rows if r[0] == "d"],
+                       [r[1] for r in rows if r[0] == "t"])
+
+    def scan_messages(self, batch: int = 50_000) -> Iterator[list[MessageRow]]:
+        """Every stored message, in batches, in insertion order (one snapshot)."""
+        with self._pool.connection() as conn, conn.transaction():
+            cur = conn.cursor(name="threadrecall_scan")
+            cur.itersize = batch
+            cur.execute(self._sql["SCAN_MESSAGES"])
+            while chunk := cur.fetchmany(batch):
+                yield [_row(r) for r in chunk]
+
+    # ----------------------------------------------------------------------------- replica
+
+    @property
+    def replica(self) -> Replica:
+        """The messages in memory, for lexical and hybrid recall: built on first use, then
+        caught up with the change feed (one round trip) on every access."""
+        with self._replica_lock:
+            if self._replica is None:
+                self._replica = Replica()
+        self._replica.catch_up(self)
+        return self._replica
+
+    def lexical(self) -> _core.LexicalIndex:
+        """The replica's BM25 index, built on the first call (a later catch-up replays what
+        committed during the build)."""
+        return self.replica.lexical(self.scan_messages, contextlib.nullcontext)
+
+    def _rows(self, query: str, params: Mapping[str, Any]) -> list[MessageRow]:
+        return [_row(r) for r in self._fetch(query, params)]
+
+
+def _json(value: Any) -> str:
+    """The stored JSON text of a value; unpaired surrogates, which PostgreSQL's UTF-8 text
+    cannot hold, are written as escapes (read back as the same string)."""
+    text = dumps(value)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = _ASCII.encode(value)
+    return text
+
+
+def _row(r: Sequence[Any]) -> MessageRow:
+    """(id, thread_id, resource_id, role, type, content, metadata, created_at, seq) as a row."""
+    return (r[0], r[1], r[2], r[7], r[8], payload(r[3], r[4], r[5], r[6]))
+
+
+def _thread(row: Sequence[Any]) -> Thread:
+    return Thread(id=row[0], resource_id=row[1], title=row[2], metadata=json.loads(row[3]),
+                  created_at=to_utc(row[4]), updated_at=to_utc(row[5]))
+
+
+def _thread_params(threads: Sequence[Thread]) -> dict[str, Any]:
+    now = _now()
+    return {
+        "ids": [t.id for t in threads],
+        "resources": [t.resource_id for t in threads],
+        "titles": [t.title or "" for t in threads],
+        "metadatas": [_json(t.metadata or {}) for t in threads],
+        "filters": [filter_form(t.metadata, exact_integers=True) for t in threads],
+        "created": [t.created_at or now for t in threads],
+        "updated": [t.updated_at or now for t in threads],
+    }
+
+
+def _thread_order(order_by: Mapping[str, str] | None) -> tuple[str, str]:
+    order_by = order_by or {}
+    field_ = order_by.get("field", "created_at")
+    direction = str(order_by.get("direction", "DESC")).upper()
+    if field_ not in ("created_at", "updated_at"):
+        raise InvalidArgumentError(f"order_by.field must be 'created_at' or 'updated_at', got {field_!r}")
+    if direction not in ("ASC", "DESC"):
+        raise InvalidArgumentError(f"order_by.direction must be 'ASC' or 'DESC', got {direction!r}")
+    return field_, direction
+
+
+def _count(name: str, value: Any) -> int:
+    """A non-negative int, checked with the core's message."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if value < 0:
+        raise InvalidArgumentError(f"{name} must be >= 0")
+    return value

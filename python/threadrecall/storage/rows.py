@@ -1,0 +1,64 @@
+"""The row form of a message that backends hand to recall: ids, time, order and one JSON body.
+
+Every backend answers recall's reads with ``MessageRow`` tuples, so the code that merges pages
+and windows, and the in-memory replica, treat all backends alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+
+from ..types import Message, MessageContent, dumps, to_utc
+
+__all__ = ["MessageRow", "from_micros", "message_of", "new_id", "payload", "to_micros"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+# A stored message: (id, thread_id, resource_id, created_at µs, seq, payload JSON), where the
+# payload holds role, type, content and metadata, and seq is the insertion order that breaks
+# ties in created_at.
+MessageRow = tuple[str, str, "str | None", int, int, str]
+
+
+def to_micros(value: datetime) -> int:
+    delta = to_utc(value) - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def payload(role: str, type_: str, content: str, metadata: str) -> str:
+    """The body of a message row, built from its already-encoded JSON columns."""
+    return f'{{"role":{_quoted(role)},"type":{_quoted(type_)},"content":{content},"metadata":{metadata}}}'
+
+
+@functools.lru_cache(maxsize=256)
+def _quoted(text: str) -> str:
+    """A JSON string literal (roles and types repeat, so they are encoded once)."""
+    return dumps(text)
+
+
+def message_of(row: MessageRow) -> Message:
+    """Decode a row into a Message."""
+    mid, thread_id, resource_id, micros, _seq, body_json = row
+    body = json.loads(body_json)
+    content = body["content"]
+    return Message(
+        id=mid,
+        thread_id=thread_id,
+        resource_id=resource_id,
+        role=body["role"],
+        content=MessageContent(parts=content.get("parts") or [], text=content.get("text")),
+        created_at=from_micros(micros),
+        type=body["type"],
+        metadata=body["metadata"],
+    )
