@@ -149,21 +149,28 @@ class Memory:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def transaction(self) -> Any:
+    def transaction(self, *, lock: str | None = None) -> Any:
         """A context in which the calls made inside commit together or not at all.
+
+        ``lock`` names a key: transactions taking the same key run one after another, in any
+        process (on PostgreSQL; DuckDB serialises every write transaction anyway), so a read
+        inside followed by a write is an atomic read-modify-write.
 
         >>> memory = Memory()
         >>> with memory.transaction():
         ...     _ = memory.create_thread("user-1", thread_id="t1")
         ...     _ = memory.save_messages([{"thread_id": "t1", "role": "user", "content": "Hi"}])
+        >>> with memory.transaction(lock="t1"):
+        ...     if memory.recall("t1").total == 1:
+        ...         _ = memory.save_messages([{"thread_id": "t1", "role": "user", "content": "Again"}])
         >>> memory.recall("t1").total
-        1
+        2
         """
-        return self.storage.transaction()
+        return self.storage.transaction(lock=lock)
 
     @contextlib.asynccontextmanager
-    async def atransaction(self) -> AsyncIterator[None]:
-        """The async twin of ``transaction``: ``async with memory.atransaction(): ...``.
+    async def atransaction(self, *, lock: str | None = None) -> AsyncIterator[None]:
+        """The async twin of ``transaction``: ``async with memory.atransaction(lock=None): ...``.
 
         >>> import asyncio
         >>> memory = Memory()
@@ -177,7 +184,7 @@ class Memory:
 """
         token = _IN_TRANSACTION.set(True)
         try:
-            with self.transaction():
+            with self.transaction(lock=lock):
                 yield
         finally:
             _IN_TRANSACTION.reset(token)
