@@ -106,7 +106,8 @@ def test_aembed(embedder):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"threads": 0}, {"batch_size": 0}, {"max_length": 513}, {"max_length": 1}, {"threads": 1.5}],
+    [{"threads": 0}, {"batch_size": 0}, {"max_length": 513}, {"max_length": 1}, {"threads": 1.5},
+     {"workers": 0}, {"pooling": "max"}, {"normalize": "yes"}, {"dimension": 0}, {"model": 3}],
 )
 def test_bad_arguments(kwargs):
     with pytest.raises(InvalidArgumentError):

@@ -198,3 +198,12 @@ def test_async_batch(store):
         return got.value, [h.key for h in hits], await store.alist_namespaces()
 
     assert asyncio.run(run()) == ({"text": "cat on the sofa"}, ["j"], [("a",)])
+
+
+def test_the_module_examples_run():
+    import doctest
+
+    import threadrecall.integrations.langgraph as module
+
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0

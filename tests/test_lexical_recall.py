@@ -155,6 +155,21 @@ def test_hybrid_returns_top_k_of_both_rankings(storage):
     assert "t1-4" in found
 
 
+def test_lexical_weight_changes_the_hybrid_ranking_and_is_checked(storage):
+    memory = lexical_memory(storage, mode="hybrid")
+    save(memory, "t1", [("user", f"pottery classes on day {i}") if i % 3 == 0 else
+                        ("assistant", f"ceramics workshop number {i}") for i in range(30)])
+    query = "pottery ceramics workshop classes"
+    rankings = {w: ids(memory.recall("t1", resource_id="r1", per_page=0, vector_search_string=query,
+                                     thread_config={"semantic_recall": {"mode": "hybrid", "top_k": 5,
+                                                                        "lexical_weight": w}}))
+                for w in (0.0, 1.5, 50.0)}
+    assert len({frozenset(found) for found in rankings.values()}) > 1
+    for bad in (-1, float("inf"), "2", True):
+        with pytest.raises(ConfigurationError, match="lexical_weight"):
+            SemanticRecallConfig(mode="hybrid", lexical_weight=bad)
+
+
 def test_unknown_mode_is_a_configuration_error(storage):
     with pytest.raises(ConfigurationError, match="mode"):
         lexical_memory(storage, mode="fuzzy")
@@ -180,14 +195,15 @@ def hybrid_by_parts(memory, semantic, query, scope):
         return sorted(smoothed, key=lambda i: -smoothed[i])
 
     fused = {}
-    for side, weight in ((lexical, hybrid.LEXICAL_WEIGHT), (vector, 1.0)):
+    lexical_weight = hybrid.LEXICAL_WEIGHT if semantic.lexical_weight is None else semantic.lexical_weight
+    for side, weight in ((lexical, lexical_weight), (vector, 1.0)):
         for rank, item in enumerate(smooth(side, hybrid.SIDE_NEIGHBOUR_WEIGHT), 1):
             fused[item] = fused.get(item, 0.0) + weight / (hybrid.RRF_K + rank)
     return smooth(fused, hybrid.NEIGHBOUR_WEIGHT)[:semantic.top_k]
 
 
-@pytest.mark.parametrize("seed", [4, 5])
-def test_hybrid_fusion_in_the_core_equals_the_steps(storage, seed):
+@pytest.mark.parametrize("seed,lexical_weight", [(4, None), (5, None), (6, 0.0), (7, 4.0)])
+def test_hybrid_fusion_in_the_core_equals_the_steps(storage, seed, lexical_weight):
     rng = random.Random(seed)
     words = [f"w{i}" for i in range(60)]
     memory = lexical_memory(storage, mode="hybrid")
@@ -201,7 +217,8 @@ def test_hybrid_fusion_in_the_core_equals_the_steps(storage, seed):
     for query in ["w1 w2", "w3", "w10 w20 w30", "w59"]:
         for scope in [{"thread_id": "t1"}, {"resource_id": "r0"}, {"resource_id": "r1"}]:
             for flt in [None, {"topic": "a"}, {"role": "user"}]:
-                semantic = SemanticRecallConfig(top_k=500, mode="hybrid", filter=flt)  # the whole ranking
+                semantic = SemanticRecallConfig(top_k=500, mode="hybrid", filter=flt,  # the whole ranking
+                                                lexical_weight=lexical_weight)
                 assert hybrid.ranked_ids(semantic, memory.storage, memory.index, query, scope) == \
                     hybrid_by_parts(memory, semantic, query, scope)
 

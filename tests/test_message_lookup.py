@@ -12,6 +12,7 @@ import pytest
 from threadrecall import Memory
 from threadrecall.embedders import HashEmbedder
 from threadrecall.errors import InvalidArgumentError
+from threadrecall.storage import DuckDBStorage
 from threadrecall.types import RecallResult
 
 from conftest import T0, seed
@@ -51,13 +52,21 @@ ROWS = ["the kettle is broken and leaks", "refund for the broken kettle please",
         "my bicycle tyre is flat", "the weather in Paris is sunny"]
 
 
+@pytest.fixture
+def duckdb_file(tmp_path):
+    """Semantic recall here runs on the HNSW store, which lives in a DuckDB database."""
+    store = DuckDBStorage(tmp_path / "semantic.duckdb")
+    yield store
+    store.close()
+
+
 def semantic_memory(storage, **semantic):
     return Memory(storage=storage, embedder=HashEmbedder(dim=64), options={
         "last_messages": 0, "semantic_recall": {"top_k": 2, "message_range": 0, **semantic}})
 
 
-def test_scores_name_the_semantic_hits_with_their_similarity(storage):
-    memory = semantic_memory(storage, scope="thread")
+def test_scores_name_the_semantic_hits_with_their_similarity(duckdb_file):
+    memory = semantic_memory(duckdb_file, scope="thread")
     memory.create_thread("r1", thread_id="t1")
     memory.save_messages([{"id": f"m{i}", "thread_id": "t1", "role": "user", "content": text,
                            "created_at": T0 + timedelta(minutes=i)} for i, text in enumerate(ROWS)])
@@ -69,8 +78,8 @@ def test_scores_name_the_semantic_hits_with_their_similarity(storage):
     assert memory.recall("t1", per_page=2).scores == {}
 
 
-def test_scores_survive_a_dict_round_trip(storage):
-    memory = semantic_memory(storage, scope="thread", message_range=1)
+def test_scores_survive_a_dict_round_trip(duckdb_file):
+    memory = semantic_memory(duckdb_file, scope="thread", message_range=1)
     memory.create_thread("r1", thread_id="t1")
     memory.save_messages([{"thread_id": "t1", "role": "user", "content": t} for t in ROWS])
     result = memory.recall("t1", vector_search_string="flat tyre")
@@ -80,10 +89,10 @@ def test_scores_survive_a_dict_round_trip(storage):
 
 
 @pytest.mark.parametrize("mode", ["vector", "lexical", "hybrid"])
-def test_a_filter_on_message_metadata_selects_inside_the_search(storage, mode):
+def test_a_filter_on_message_metadata_selects_inside_the_search(duckdb_file, mode):
     # 300 near-identical messages, 6 of them tagged: a search that filtered after fetching the
     # top 2 would almost never see a tagged one.
-    memory = semantic_memory(storage, scope="resource", mode=mode, filter={"tag": "keep"})
+    memory = semantic_memory(duckdb_file, scope="resource", mode=mode, filter={"tag": "keep"})
     memory.create_thread("r1", thread_id="t1")
     memory.save_messages([
         {"id": f"m{i}", "thread_id": "t1", "role": "user", "content": f"broken kettle refund {i}",
@@ -96,8 +105,8 @@ def test_a_filter_on_message_metadata_selects_inside_the_search(storage, mode):
     assert per_call.scores and all(int(i[1:]) >= 290 for i in per_call.scores)
 
 
-def test_a_metadata_update_moves_the_message_in_and_out_of_filtered_search(storage):
-    memory = semantic_memory(storage, scope="thread", filter={"tag": "keep"})
+def test_a_metadata_update_moves_the_message_in_and_out_of_filtered_search(duckdb_file):
+    memory = semantic_memory(duckdb_file, scope="thread", filter={"tag": "keep"})
     memory.create_thread("r1", thread_id="t1")
     memory.save_messages([{"id": f"m{i}", "thread_id": "t1", "role": "user", "content": t}
                           for i, t in enumerate(ROWS)])

@@ -191,3 +191,38 @@ def test_scopes_list_and_guard_conversations(tmp_path):
     assert hidden is None and still is not None
     assert owners == {"pydantic-ai:a1": "alice", "pydantic-ai:a2": "alice", "pydantic-ai:b1": "bob",
                       "pydantic-ai:n": "pydantic-ai"}
+
+
+def test_the_module_examples_run():
+    import doctest
+
+    import threadrecall.integrations.pydantic_ai as module
+
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_compare_and_set_holds_across_two_connections_to_postgresql(pg_dsn, pg_schema):
+    from threadrecall.storage import PostgresStorage
+
+    agent = Agent(TestModel())
+
+    async def run(first, second):
+        await turn(first, agent, "c1", "hello")
+        copies = [await first.load("c1"), await second.load("c1")]
+        results = [await agent.run(f"writer {i}", conversation=c) for i, c in enumerate(copies)]
+        saves = [asyncio.to_thread(asyncio.run, store.save(r)) for store, r in zip((first, second), results)]
+        outcomes = await asyncio.gather(*saves, return_exceptions=True)
+        return outcomes, await second.load("c1"), await first.load("c1")
+
+    one = PostgresStorage(pg_dsn, schema=pg_schema)
+    two = PostgresStorage(pg_dsn, schema=pg_schema)
+    try:
+        outcomes, seen_by_second, seen_by_first = asyncio.run(run(
+            ThreadRecallConversationStore(Memory(storage=one)),
+            ThreadRecallConversationStore(Memory(storage=two))))
+    finally:
+        one.close()
+        two.close()
+    assert sorted(type(o).__name__ for o in outcomes) == ["ConversationConflict", "list"]
+    assert seen_by_second.messages == seen_by_first.messages and len(seen_by_first.messages) == 4

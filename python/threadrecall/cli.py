@@ -157,10 +157,15 @@ def _import(args: argparse.Namespace) -> None:
 def _eval_locomo(args: argparse.Namespace) -> None:
     from .evaluation import locomo
 
+    embedder = None
+    if args.model:
+        from .embedders import LocalEmbedder
+
+        embedder = LocalEmbedder(args.model)
     report = locomo.run(
         args.path, conversations=args.conversations, modes=args.modes.split(","),
         ks=args.k, ranges=args.message_range,
-        form=args.text,
+        form=args.text, embedder=embedder, lexical_weight=args.lexical_weight,
     )
     print(f"LoCoMo evidence recall (%), {len(report['conversations'])} conversations, "
           f"{report['turns']} turns, text form {report['text_form']!r}, {report['embedder']}, "
@@ -233,6 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated message_range values")
     p.add_argument("--text", default="speaker", choices=("plain", "speaker", "caption", "speaker+caption"),
                    help="what is indexed per turn")
+    p.add_argument("--model", help="a model directory or package for LocalEmbedder (default: MiniLM)")
+    p.add_argument("--lexical-weight", type=float, help="hybrid's weight of the BM25 ranking")
     p.add_argument("--json", help="also write the report as JSON to this file")
     p.set_defaults(run=_eval_locomo)
     return parser

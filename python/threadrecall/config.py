@@ -28,6 +28,9 @@ class SemanticRecallConfig:
     filter: Mapping[str, Any] | None = None
     index_name: str | None = None
     mode: str = "vector"
+    # hybrid mode: the weight of the BM25 ranking against the vector ranking's 1 (None: the
+    # tuned default, ``hybrid.LEXICAL_WEIGHT``)
+    lexical_weight: float | None = None
 
     def __post_init__(self) -> None:
         if self.scope not in ("thread", "resource"):
@@ -39,6 +42,12 @@ class SemanticRecallConfig:
         if not is_count(self.top_k) or self.top_k < 1:
             raise ConfigurationError(f"semantic_recall.top_k must be a positive integer, got {self.top_k!r}")
         self.range()  # validates message_range
+        weight = self.lexical_weight
+        if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))
+                                   or not 0 <= weight < float("inf")):
+            raise ConfigurationError(
+                f"semantic_recall.lexical_weight must be a finite number >= 0, got {weight!r}"
+            )
 
     def range(self) -> tuple[int, int]:
         """``(before, after)`` neighbour counts."""

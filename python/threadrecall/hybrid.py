@@ -7,7 +7,8 @@
 - ``hybrid`` takes the vector and lexical top ``CANDIDATES``, lets each candidate gain
   ``SIDE_NEIGHBOUR_WEIGHT`` times its best direct neighbour's score within each ranking, and
   fuses the two rankings by weighted reciprocal rank,
-  ``LEXICAL_WEIGHT / (RRF_K + lexical rank) + 1 / (RRF_K + vector rank)``.
+  ``LEXICAL_WEIGHT / (RRF_K + lexical rank) + 1 / (RRF_K + vector rank)``
+  (``semantic_recall.lexical_weight`` replaces ``LEXICAL_WEIGHT`` when set).
 
 In the lexical and hybrid modes a message's score then gains ``NEIGHBOUR_WEIGHT`` times the
 best score of the messages right before and after it in its thread (a reply is often found by
@@ -74,8 +75,10 @@ def ranked_scores(semantic: Any, storage: Storage, index: MessageIndex | None, q
         vector = _vector_scores(index, query, depth, scope, flt, semantic.threshold)
         # Three smoothings reach at most two messages past a candidate.
         entrants = _entrants(storage, [*scores, *vector], resource_id, flt, hops=2) if flt else None
+        weight = getattr(semantic, "lexical_weight", None)
+        weight = LEXICAL_WEIGHT if weight is None else float(weight)
         fused = storage.replica.timeline.fuse(list(scores.items()), list(vector.items()), SIDE_NEIGHBOUR_WEIGHT,
-                                      LEXICAL_WEIGHT, RRF_K, NEIGHBOUR_WEIGHT, resource_id, entrants,
+                                      weight, RRF_K, NEIGHBOUR_WEIGHT, resource_id, entrants,
                                       semantic.top_k)
         return dict(fused)
     smoothed = _with_neighbours(storage, scores, resource_id, flt, NEIGHBOUR_WEIGHT)

@@ -149,21 +149,28 @@ class Memory:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def transaction(self) -> Any:
+    def transaction(self, *, lock: str | None = None) -> Any:
         """A context in which the calls made inside commit together or not at all.
+
+        ``lock`` names a key: transactions taking the same key run one after another, in any
+        process (on PostgreSQL; DuckDB serialises every write transaction anyway), so a read
+        inside followed by a write is an atomic read-modify-write.
 
         >>> memory = Memory()
         >>> with memory.transaction():
         ...     _ = memory.create_thread("user-1", thread_id="t1")
         ...     _ = memory.save_messages([{"thread_id": "t1", "role": "user", "content": "Hi"}])
+        >>> with memory.transaction(lock="t1"):
+        ...     if memory.recall("t1").total == 1:
+        ...         _ = memory.save_messages([{"thread_id": "t1", "role": "user", "content": "Again"}])
         >>> memory.recall("t1").total
-        1
+        2
         """
-        return self.storage.transaction()
+        return self.storage.transaction(lock=lock)
 
     @contextlib.asynccontextmanager
-    async def atransaction(self) -> AsyncIterator[None]:
-        """The async twin of ``transaction``: ``async with memory.atransaction(): ...``.
+    async def atransaction(self, *, lock: str | None = None) -> AsyncIterator[None]:
+        """The async twin of ``transaction``: ``async with memory.atransaction(lock=None): ...``.
 
         >>> import asyncio
         >>> memory = Memory()
@@ -177,7 +184,7 @@ class Memory:
 """
         token = _IN_TRANSACTION.set(True)
         try:
-            with self.transaction():
+            with self.transaction(lock=lock):
                 yield
         finally:
             _IN_TRANSACTION.reset(token)
@@ -328,7 +335,8 @@ class Memory:
         Args:
             messages: ``Message`` objects or dicts with the keys of ``Message.to_dict()``
                 (``content`` may be a ``str``); embedded when semantic recall is on.
-            keep_system: store system messages too, instead of leaving them out with a warning.
+            keep_system: store system messages too (by default each one is left out and
+                logged as a warning on the ``threadrecall`` logger).
 
         >>> memory = Memory()
         >>> saved = memory.save_messages([
@@ -336,11 +344,15 @@ class Memory:
         ...     {"thread_id": "t1", "role": "assistant", "content": "Hello!", "metadata": {"n": 2}}])
         >>> [(m.role, m.text, m.resource_id) for m in saved]
         [('user', 'Hi', 'user-1'), ('assistant', 'Hello!', 'user-1')]
+        >>> saved = memory.save_messages([{"thread_id": "t1", "role": "system", "content": "Be brief"}],
+        ...                              keep_system=True)
+        >>> [m.role for m in saved]
+        ['system']
         >>> memory.save_messages([{"thread_id": "t1", "role": "user", "content": "x", "metadata": {"b": b"x"}}])
         Traceback (most recent call last):
         ...
         threadrecall.errors.UnsupportedValueError: a message without an id: metadata key 'b' holds a value of type bytes, which JSON cannot store
-"""
+        """
         given = [incoming_message(m) for m in sequence(messages, "messages")]
         if not keep_system and any(m.role == "system" for m in given):
             dropped = [m.id for m in given if m.role == "system"]

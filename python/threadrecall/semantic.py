@@ -142,7 +142,9 @@ class MessageIndex:
             f"{model}, and vectors of two models cannot be compared; {how}")
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embedder.embed(chunk_text(text) or [""])
+        """The query's chunk vectors, embedded as a search query (``embed_query`` of an
+        asymmetric embedder, ``embed`` otherwise)."""
+        return self.embedder.embed_query(chunk_text(text) or [""])
 
     def prepare(self, messages: Sequence[Message]) -> Embedded:
         """Embed the text of ``messages``: the slow part, done before any transaction opens."""

@@ -2,6 +2,11 @@
 
 An embedder turns a list of texts into a ``float32`` matrix of shape ``(n, dimension)``. The
 shipped embedders return L2-normalised rows, so a dot product is a cosine similarity.
+
+An embedder for an asymmetric model (one that embeds a search query differently from the
+text it should find, e.g. with a ``"query: "`` prompt) also has ``embed_query`` and
+``aembed_query``; recall embeds its query with them. Without them, queries go through
+``embed``.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ class _StaticProtocolMeta(type(Protocol)):  # type: ignore[misc]
 @runtime_checkable
 class Embedder(Protocol, metaclass=_StaticProtocolMeta):
     """Anything that embeds texts: ``model_id``, ``dimension``, ``embed`` and ``aembed``.
+
+    Optional: ``embed_query(texts)`` and ``aembed_query(texts)``, for models that embed
+    search queries differently from documents.
 
     >>> from threadrecall.embedders import HashEmbedder
     >>> isinstance(HashEmbedder(dim=8), Embedder)

@@ -1,12 +1,15 @@
 """``CachedEmbedder``: an LRU of vectors in front of any embedder, and ``shared_cache``.
 
 Entries are keyed by a blake2b digest of the model id and the text, so two embedders with
-different models never share a vector. Only the texts missing from the cache reach the inner
-embedder, de-duplicated, in one batch call.
+different models never share a vector. When the inner embedder embeds queries differently
+(it has ``embed_query``), query vectors are keyed apart from document vectors of the same
+text. Only the texts missing from the cache reach the inner embedder, de-duplicated, in one
+batch call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 import weakref
@@ -78,6 +81,11 @@ class CachedEmbedder:
         with self._lock:
             self._entries.clear()
 
+    @property
+    def asymmetric(self) -> bool:
+        """Whether the inner embedder embeds queries its own way (it has ``embed_query``)."""
+        return callable(getattr(self.inner, "embed_query", None))
+
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embed ``texts``, asking the inner embedder only for the ones not cached."""
         items, keys, found, missing = self._lookup(texts)
@@ -90,20 +98,53 @@ class CachedEmbedder:
         fresh = await self.inner.aembed(list(missing.values())) if missing else None
         return self._assemble(items, keys, found, missing, fresh)
 
-    def _key(self, model_id: str, text: str) -> bytes:
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        """Embed search queries: the inner ``embed_query`` when it has one, else ``embed``.
+
+        >>> from threadrecall.embedders import HashEmbedder
+        >>> cached = CachedEmbedder(HashEmbedder(dim=8))
+        >>> bool((cached.embed_query(["a"]) == cached.embed(["a"])).all()), cached.hits
+        (True, 1)
+        """
+        query = self.asymmetric
+        items, keys, found, missing = self._lookup(texts, query=query)
+        texts_missing = list(missing.values())
+        fresh = None
+        if missing:
+            embed = self.inner.embed_query if query else self.inner.embed  # type: ignore[attr-defined]
+            fresh = embed(texts_missing)
+        return self._assemble(items, keys, found, missing, fresh)
+
+    async def aembed_query(self, texts: list[str]) -> np.ndarray:
+        """The async twin of :meth:`embed_query` (the inner ``aembed_query`` when it has one)."""
+        query = self.asymmetric
+        items, keys, found, missing = self._lookup(texts, query=query)
+        texts_missing = list(missing.values())
+        fresh = None
+        if missing and not query:
+            fresh = await self.inner.aembed(texts_missing)
+        elif missing:
+            twin = getattr(self.inner, "aembed_query", None)
+            if callable(twin):
+                fresh = await twin(texts_missing)
+            else:
+                fresh = await asyncio.to_thread(self.inner.embed_query, texts_missing)  # type: ignore[attr-defined]
+        return self._assemble(items, keys, found, missing, fresh)
+
+    def _key(self, model_id: str, text: str, query: bool = False) -> bytes:
         digest = hashlib.blake2b(model_id.encode("utf-8"), digest_size=16)
-        digest.update(b"\x00")
+        digest.update(b"\x01query\x00" if query else b"\x00")
         digest.update(text.encode("utf-8", "surrogatepass"))
         return digest.digest()
 
     def _lookup(
-        self, texts: list[str]
+        self, texts: list[str], *, query: bool = False
     ) -> tuple[list[str], list[bytes], dict[bytes, np.ndarray], dict[bytes, str]]:
-        """The texts, their keys, the cached vectors found, and the distinct texts missing
-        (by key)."""
+        """The texts, their keys (query keys apart when ``query``), the cached vectors found,
+        and the distinct texts missing (by key)."""
         items = check_texts(texts)
         model_id = self.model_id
-        keys = [self._key(model_id, text) for text in items]
+        keys = [self._key(model_id, text, query) for text in items]
         found: dict[bytes, np.ndarray] = {}
         missing: dict[bytes, str] = {}
         with self._lock:

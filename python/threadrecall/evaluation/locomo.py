@@ -227,8 +227,9 @@ class Score:
 
 def evaluate(memory: Memory, conversations: Sequence[Conversation], *, modes: Sequence[str] = ("vector",),
              ks: Sequence[int] = (5, 10, 25), ranges: Sequence[int] = (0, 1),
-             progress: bool = True) -> list[Score]:
-    """Ask every question with evidence under every (mode, message_range, top_k)."""
+             progress: bool = True, lexical_weight: float | None = None) -> list[Score]:
+    """Ask every question with evidence under every (mode, message_range, top_k);
+    ``lexical_weight`` is hybrid's (``semantic_recall.lexical_weight``)."""
     from tqdm import tqdm
 
     scores = {(mode, r, k): Score(mode, r, k) for mode in modes for r in ranges for k in ks}
@@ -242,6 +243,7 @@ def evaluate(memory: Memory, conversations: Sequence[Conversation], *, modes: Se
                 vector_search_string=question.text,
                 thread_config={"semantic_recall": {
                     "top_k": k, "message_range": message_range, "scope": "resource", "mode": mode,
+                    "lexical_weight": lexical_weight,
                 }},
             )
             found = wanted.intersection(m.id for m in result.messages)
@@ -263,7 +265,8 @@ def markdown_table(scores: Sequence[Score]) -> str:
 
 def run(path: str | Path, *, conversations: int | None = None, modes: Sequence[str] = ("vector",),
         ks: Sequence[int] = (5, 10, 25), ranges: Sequence[int] = (0, 1), form: str = DEFAULT_FORM,
-        embedder: Any = None, progress: bool = True) -> dict[str, Any]:
+        embedder: Any = None, progress: bool = True,
+        lexical_weight: float | None = None) -> dict[str, Any]:
     """Load, store and evaluate; returns the JSON report (with its markdown table).
 
     ``embedder`` defaults to ``LocalEmbedder``; none is used when every mode is lexical.
@@ -279,7 +282,8 @@ def run(path: str | Path, *, conversations: int | None = None, modes: Sequence[s
     started = time.perf_counter()
     turns = sum(store(memory, c, form) for c in data)
     stored = time.perf_counter() - started
-    scores = evaluate(memory, data, modes=modes, ks=ks, ranges=ranges, progress=progress)
+    scores = evaluate(memory, data, modes=modes, ks=ks, ranges=ranges, progress=progress,
+                      lexical_weight=lexical_weight)
     return {
         "dataset": str(path),
         "conversations": [c.sample_id for c in data],

@@ -244,7 +244,7 @@ class ThreadRecallStore(BaseStore):
     def _write(self, puts: Mapping[tuple[tuple[str, ...], str], PutOp],
                writes: Mapping[tuple[tuple[str, ...], str], list[Sequence[float]]]) -> None:
         now = _now().isoformat()
-        with self.memory.transaction():
+        with self.memory.transaction(lock=_NS_THREAD + self.resource_id):
             ids = {k: _item_id(*k) for k in puts}
             old = self.memory.get_messages(list(ids.values()))
             stale = [f"{m.id}#{n}" for m in old for n in range(m.metadata.get("vectors", 0))]
@@ -498,7 +498,7 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
         for n, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, n)
             rows.append((idx, channel, value, _write_id(thread_id, ns, cid, task_id, idx)))
-        with self.memory.transaction():
+        with self.memory.transaction(lock=tid):
             have = {m.id for m in self.memory.get_messages([r[3] for r in rows if r[0] >= 0])}
             self._ensure_thread(tid, thread_id, ns)
             self.memory.save_messages([{

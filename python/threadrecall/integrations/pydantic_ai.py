@@ -6,7 +6,8 @@ requests, branches, revision, ...) is kept in the thread's metadata. Each entry 
 the thread of the conversation that stored it, under the entry's own id: its content holds the
 model message as Pydantic AI serialises it, and its text (the user prompts and the model's
 text) is what threadrecall recalls and searches. ``write_record`` compares the revision and
-stores the record with its entries in one transaction, so a stale save raises
+stores the record with its entries in one transaction holding a lock on the conversation
+(across processes on PostgreSQL), so a stale save raises
 ``ConversationConflict`` and writes nothing. ``delete_record`` removes the record and every
 entry no remaining conversation reaches; a thread whose entries a fork still uses stays, holding
 only those, until that fork goes too.
@@ -92,7 +93,7 @@ class ThreadRecallConversationStore(ConversationStore):
                       expected_revision: str | None) -> None:
         """Compare the stored revision and write the record with its entries, atomically."""
         cid = record.conversation_id
-        with self.memory.transaction():
+        with self.memory.transaction(lock=_thread_id(cid)):
             thread = self.memory.get_thread_by_id(_thread_id(cid))
             stored = _record_of(thread)
             if (stored.revision if stored is not None else None) != expected_revision:
@@ -114,7 +115,7 @@ class ThreadRecallConversationStore(ConversationStore):
         """Delete the record, then the entries no remaining conversation reaches: of its own
         thread, and of the threads of deleted conversations that its history ran into."""
         tid = _thread_id(conversation_id)
-        with self.memory.transaction():
+        with self.memory.transaction(lock=tid):
             thread = self.memory.get_thread_by_id(tid)
             stored = _record_of(thread)
             if stored is None or stored.revision != expected_revision:

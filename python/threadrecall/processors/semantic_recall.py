@@ -41,6 +41,8 @@ class SemanticRecall:
         index_name: the vector index (default ``mastra_memory_<embedder model id>``).
         logger: where failures are logged (a failed recall never breaks the turn).
         mode: how hits are ranked: ``"vector"``, ``"lexical"`` (BM25) or ``"hybrid"``.
+        lexical_weight: hybrid's weight of the BM25 ranking (``semantic_recall.lexical_weight``;
+            ``None``: the default).
 
     >>> from threadrecall import Memory
     >>> from threadrecall.embedders import HashEmbedder
@@ -63,9 +65,11 @@ class SemanticRecall:
     def __init__(self, storage: Storage, vector: Any, embedder: Any, *, top_k: int = 4,
                  message_range: int | Mapping[str, int] = 1, scope: str = "resource",
                  threshold: float | None = None, index_name: str | None = None,
-                 logger: logging.Logger | None = None, mode: str = "vector") -> None:
+                 logger: logging.Logger | None = None, mode: str = "vector",
+                 lexical_weight: float | None = None) -> None:
         self.config = SemanticRecallConfig(top_k=top_k, message_range=message_range, scope=scope,
-                                           threshold=threshold, index_name=index_name, mode=mode)
+                                           threshold=threshold, index_name=index_name, mode=mode,
+                                           lexical_weight=lexical_weight)
         self.storage = storage
         self.index = MessageIndex(vector, embedder, index_name=index_name)
         self.logger = logger or logging.getLogger("threadrecall.semantic_recall")

@@ -1,0 +1,342 @@
+"""The LlamaIndex chat stores under SimpleChatEngine and LlamaIndex's Memory (with archiving),
+using LlamaIndex's MockLLM, on a DuckDB file; and the behaviour its chat-store tests ask for."""
+
+from __future__ import annotations
+
+import asyncio
+import doctest
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llama_index.core")
+
+from llama_index.core.base.llms.types import (
+    AudioBlock,
+    ChatMessage,
+    DocumentBlock,
+    ImageBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+)
+from llama_index.core.chat_engine import SimpleChatEngine
+from llama_index.core.llms import MockLLM
+from llama_index.core.memory import BaseMemoryBlock, ChatMemoryBuffer
+from llama_index.core.memory import Memory as LlamaMemory
+from llama_index.core.storage.chat_store.base_db import MessageStatus
+from threadrecall import Memory
+from threadrecall.errors import InvalidArgumentError, ResourceMismatchError
+from threadrecall.integrations import llama_index as integration
+from threadrecall.integrations.llama_index import ThreadRecallChatStore, ThreadRecallDBChatStore
+from threadrecall.storage import DuckDBStorage
+
+
+def words(text: str) -> list[str]:
+    return text.split()
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "llama.duckdb"
+
+
+@pytest.fixture
+def memory(db):
+    memory = Memory(storage=DuckDBStorage(db))
+    yield memory
+    memory.close()
+
+
+@pytest.fixture
+def store(memory):
+    return ThreadRecallChatStore(memory)
+
+
+@pytest.fixture
+def db_store(memory):
+    return ThreadRecallDBChatStore(memory)
+
+
+def msg(content: str, role: str = "user") -> ChatMessage:
+    return ChatMessage(role=role, content=content)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+# ----------------------------------------------------------------------------- engines and memory
+
+def test_simple_chat_engine_keeps_its_history_in_the_store(memory, db):
+    buffer = ChatMemoryBuffer.from_defaults(chat_store=ThreadRecallChatStore(memory), chat_store_key="alice",
+                                            token_limit=3000, tokenizer_fn=words)
+    engine = SimpleChatEngine.from_defaults(llm=MockLLM(), memory=buffer,
+                                            system_prompt="You are a helpful assistant.")
+    first = engine.chat("Hello there")
+    second = run(engine.achat("What did I say?"))
+    history = ThreadRecallChatStore(memory).get_messages("alice")
+    assert [(m.role.value, m.content) for m in history] == [
+        ("user", "Hello there"), ("assistant", str(first)),
+        ("user", "What did I say?"), ("assistant", str(second))]
+    # the second call's prompt carried the first turn (MockLLM echoes its prompt)
+    assert "Hello there" in str(second)
+
+    memory.close()
+    reopened = Memory(storage=DuckDBStorage(db))
+    try:
+        again = ChatMemoryBuffer.from_defaults(chat_store=ThreadRecallChatStore(reopened), chat_store_key="alice",
+                                               token_limit=3000, tokenizer_fn=words)
+        assert again.get_all() == history
+        engine = SimpleChatEngine.from_defaults(llm=MockLLM(), memory=again)
+        engine.chat("Third")
+        assert len(ThreadRecallChatStore(reopened).get_messages("alice")) == 6
+    finally:
+        reopened.close()
+
+
+class Recorder(BaseMemoryBlock[str]):
+    """A memory block that keeps what the short-term memory flushes to it."""
+
+    flushed: list[Any]
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **kwargs: Any) -> str:
+        return " | ".join(m.content or "" for m in self.flushed)
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        self.flushed.extend(messages)
+
+
+def test_llama_index_memory_archives_what_it_flushes(memory, db):
+    block = Recorder(name="recorder", flushed=[])
+    llama = LlamaMemory.from_defaults(
+        session_id="session-1", chat_store=ThreadRecallDBChatStore(memory), token_limit=40,
+        chat_history_token_ratio=0.5, token_flush_size=10, tokenizer_fn=words, memory_blocks=[block])
+    sent = []
+    for i in range(8):
+        turn = [msg(f"question {i} about the weather in city {i}"),
+                msg(f"answer {i}: it is sunny in city {i}", "assistant")]
+        sent += turn
+        llama.put_messages(turn)
+    active = llama.get_all(status=MessageStatus.ACTIVE)
+    archived = llama.get_all(status=MessageStatus.ARCHIVED)
+    assert archived and active
+    assert archived + active == sent  # archived are the oldest, in order; nothing lost
+    assert active[0].role.value == "user"  # the queue starts at a turn
+    assert [m.content for m in block.flushed] == [m.content for m in archived]
+    assert sum(len(words(m.content)) for m in active) <= 20
+    prompt = llama.get()
+    assert prompt[-len(active):] == active  # the prompt ends with the active queue
+    assert "question 0" in prompt[0].content  # and opens with the flushed memory block
+
+    memory.close()
+    reopened = Memory(storage=DuckDBStorage(db))
+    try:
+        store = ThreadRecallDBChatStore(reopened)
+        assert run(store.get_messages("session-1", status=MessageStatus.ARCHIVED)) == archived
+        assert run(store.get_messages("session-1")) == active
+        assert run(store.count_messages("session-1", status=None)) == len(sent)
+        stored = reopened.recall("session-1", per_page=False).messages
+        assert {m.metadata["status"] for m in stored[:len(archived)]} == {"archived"}
+    finally:
+        reopened.close()
+
+
+# ----------------------------------------------------------------------------- BaseChatStore
+
+def test_add_messages(store):
+    for key in ("user1", "user2"):
+        store.add_message(key, msg("hello"))
+        store.add_message(key, msg("world"))
+    assert store.get_messages("user1") == [msg("hello"), msg("world")]
+    assert store.get_messages("user2") == [msg("hello"), msg("world")]
+    assert store.get_keys() == ["user1", "user2"]
+    store.add_message("user1", msg("first"), idx=0)
+    assert store.get_messages("user1") == [msg("first"), msg("hello"), msg("world")]
+
+
+def test_delete_messages(store):
+    for key in ("user1", "user2"):
+        store.add_message(key, msg("hello"))
+        store.add_message(key, msg("world"))
+    assert store.delete_messages("user1") == [msg("hello"), msg("world")]
+    assert store.get_messages("user1") == []
+    assert store.get_messages("user2") == [msg("hello"), msg("world")]
+    assert store.get_keys() == ["user2"]
+    assert store.delete_messages("nobody") is None
+
+
+def test_delete_message_by_position(store):
+    for text in ("hello", "world", "again"):
+        store.add_message("user1", msg(text))
+    assert store.delete_last_message("user1") == msg("again")
+    assert store.delete_message("user1", 0) == msg("hello")
+    assert store.get_messages("user1") == [msg("world")]
+    assert store.delete_message("user1", -2) is None
+    assert store.delete_message("user1", 5) is None
+    assert store.get_messages("user1") == [msg("world")]
+    assert store.delete_last_message("user1") == msg("world")
+    assert store.delete_last_message("user1") is None
+    assert store.delete_message("nobody", 0) is None
+
+
+def test_set_messages_replaces(store):
+    store.add_message("k", msg("initial"))
+    store.set_messages("k", [msg("replaced1"), msg("replaced2", "assistant")])
+    assert store.get_messages("k") == [msg("replaced1"), msg("replaced2", "assistant")]
+
+
+def test_non_ascii_text(store, memory, db):
+    store.add_message("user1", msg("ハロー héllo"))
+    memory.close()
+    reopened = Memory(storage=DuckDBStorage(db))
+    try:
+        assert ThreadRecallChatStore(reopened).get_messages("user1") == [msg("ハロー héllo")]
+    finally:
+        reopened.close()
+
+
+def test_async_methods(store):
+    run(store.aset_messages("k", [msg("a")]))
+    run(store.async_add_message("k", msg("b")))
+    assert run(store.aget_messages("k")) == [msg("a"), msg("b")]
+    assert run(store.aget_keys()) == ["k"]
+    assert run(store.adelete_last_message("k")) == msg("b")
+    assert run(store.adelete_message("k", 0)) == msg("a")
+    assert run(store.adelete_messages("k")) == []
+    assert run(store.aget_keys()) == []
+
+
+EVERY_KIND = [
+    ChatMessage(role="system", content="Be terse."),
+    ChatMessage(role="developer", content="From the developer."),
+    ChatMessage(role="user", blocks=[
+        TextBlock(text="What is in these?"),
+        ImageBlock(image=b"\x89PNG\r\n\x1a\n0000", image_mimetype="image/png", detail="high"),
+        ImageBlock(url="https://example.com/cat.png"),
+        AudioBlock(audio=b"RIFF0000WAVE", format="wav"),
+        DocumentBlock(data=b"%PDF-1.4 hello", title="notes.pdf"),
+    ], additional_kwargs={"user_id": 7}),
+    ChatMessage(role="assistant", blocks=[
+        ThinkingBlock(content="Look at each file.", num_tokens=5),
+        TextBlock(text="Checking."),
+        ToolCallBlock(tool_call_id="call-1", tool_name="describe", tool_kwargs={"index": 1}),
+    ]),
+    ChatMessage(role="tool", content="a tabby cat", additional_kwargs={"tool_call_id": "call-1", "name": "describe"}),
+    ChatMessage(role="assistant", content="A tabby cat.", additional_kwargs={"tool_calls": [{"id": "x"}]}),
+    ChatMessage(role="chatbot", content="old role"),
+    ChatMessage(role="user", blocks=[]),
+]
+
+
+def test_every_kind_of_message_comes_back_equal(store, memory, db):
+    store.set_messages("kinds", EVERY_KIND)
+    assert store.get_messages("kinds") == EVERY_KIND
+    memory.close()
+    reopened = Memory(storage=DuckDBStorage(db))
+    try:
+        assert ThreadRecallChatStore(reopened).get_messages("kinds") == EVERY_KIND
+        stored = reopened.recall("kinds", per_page=False).messages
+        assert [m.role for m in stored] == ["system", "system", "user", "assistant", "tool",
+                                            "assistant", "assistant", "user"]
+        assert stored[2].text == "What is in these?"
+        assert [p["type"] for p in stored[2].content.parts] == ["text", "file", "file", "file", "file"]
+        assert stored[3].content.parts[2]["tool_invocation"] == {
+            "state": "call", "tool_call_id": "call-1", "tool_name": "describe", "args": {"index": 1}}
+    finally:
+        reopened.close()
+
+
+def test_a_fixed_resource_owns_every_key_and_others_are_refused(memory):
+    alice = ThreadRecallChatStore(memory, resource_id="alice")
+    alice.add_message("chat-1", msg("mine"))
+    assert memory.get_thread_by_id("chat-1").resource_id == "alice"
+    mallory = ThreadRecallChatStore(memory, resource_id="mallory")
+    with pytest.raises(ResourceMismatchError):
+        mallory.get_messages("chat-1")
+    with pytest.raises(ResourceMismatchError):
+        mallory.set_messages("chat-1", [])
+    with pytest.raises(ResourceMismatchError):
+        mallory.delete_messages("chat-1")
+    assert mallory.get_keys() == []
+    assert alice.get_messages("chat-1") == [msg("mine")]
+
+
+@pytest.mark.parametrize("bad", ["text", msg("one"), [msg("ok"), {"role": "user"}]])
+def test_bad_input_is_refused_and_nothing_is_written(store, bad):
+    with pytest.raises(InvalidArgumentError):
+        store.set_messages("k", bad)
+    with pytest.raises(InvalidArgumentError):
+        run(ThreadRecallDBChatStore(store.memory).add_messages("k", bad))
+    assert store.get_messages("k") == [] and store.get_keys() == []
+
+
+def test_blank_key_is_refused(store):
+    with pytest.raises(InvalidArgumentError):
+        store.add_message(" ", msg("x"))
+
+
+# ----------------------------------------------------------------------------- AsyncDBChatStore
+
+def test_db_store_add_get_count(db_store):
+    run(db_store.add_message("user1", msg("hello")))
+    run(db_store.add_message("user1", msg("world", "assistant")))
+    messages = run(db_store.get_messages("user1"))
+    assert [(m.role.value, m.content) for m in messages] == [("user", "hello"), ("assistant", "world")]
+    assert run(db_store.get_messages("nonexistent")) == []
+    assert run(db_store.count_messages("user1")) == 2
+    assert run(db_store.count_messages("nonexistent")) == 0
+
+
+def test_db_store_set_and_delete(db_store):
+    run(db_store.add_messages("k", [msg("initial"), msg("other")]))
+    run(db_store.set_messages("k", [msg("replaced1"), msg("replaced2")]))
+    assert [m.content for m in run(db_store.get_messages("k"))] == ["replaced1", "replaced2"]
+    assert run(db_store.delete_message("k", 0)).content == "replaced1"
+    assert run(db_store.delete_message("k", 3)) is None
+    run(db_store.add_message("j", msg("kept")))
+    run(db_store.delete_messages("k"))
+    assert run(db_store.get_messages("k")) == [] and len(run(db_store.get_messages("j"))) == 1
+    assert run(db_store.get_keys()) == ["j"]
+
+
+def test_db_store_oldest_archive_and_delete(db_store):
+    run(db_store.add_messages("k", [msg("oldest"), msg("middle", "assistant"), msg("newest")]))
+    assert [m.content for m in run(db_store.archive_oldest_messages("k", 1))] == ["oldest"]
+    assert [m.content for m in run(db_store.get_messages("k", status=MessageStatus.ACTIVE))] == ["middle", "newest"]
+    assert [m.content for m in run(db_store.get_messages("k", status=MessageStatus.ARCHIVED))] == ["oldest"]
+    assert [m.content for m in run(db_store.get_messages("k", status=None))] == ["oldest", "middle", "newest"]
+    assert [m.content for m in run(db_store.delete_oldest_messages("k", 1))] == ["middle"]
+    assert [m.content for m in run(db_store.get_messages("k", status=None))] == ["oldest", "newest"]
+    run(db_store.delete_messages("k", status=MessageStatus.ARCHIVED))
+    assert [m.content for m in run(db_store.get_messages("k", status=None))] == ["newest"]
+
+
+def test_db_store_limit_and_offset(db_store):
+    run(db_store.add_messages("p", [msg(f"message{i}") for i in range(1, 6)]))
+    assert [m.content for m in run(db_store.get_messages("p", limit=2))] == ["message1", "message2"]
+    assert [m.content for m in run(db_store.get_messages("p", offset=2))] == ["message3", "message4", "message5"]
+    assert [m.content for m in run(db_store.get_messages("p", limit=2, offset=1))] == ["message2", "message3"]
+    with pytest.raises(InvalidArgumentError):
+        run(db_store.get_messages("p", limit=-1))
+    with pytest.raises(InvalidArgumentError):
+        run(db_store.archive_oldest_messages("p", -1))
+    with pytest.raises(InvalidArgumentError):
+        run(db_store.get_messages("p", status="pending"))
+
+
+def test_both_stores_read_the_same_messages(store, db_store):
+    run(db_store.add_messages("shared", [msg("one"), msg("two")]))
+    store.add_message("shared", msg("three"))
+    assert [m.content for m in run(db_store.get_messages("shared"))] == ["one", "two", "three"]
+    assert [m.content for m in store.get_messages("shared")] == ["one", "two", "three"]
+
+
+def test_messages_saved_by_other_means_read_as_chat_messages(memory, store):
+    memory.create_thread("k", thread_id="k", metadata={"chat_store": "llama_index"})
+    memory.save_messages([{"thread_id": "k", "role": "assistant", "content": "typed elsewhere"}])
+    assert store.get_messages("k") == [ChatMessage(role="assistant", content="typed elsewhere")]
+
+
+def test_docstring_examples():
+    assert doctest.testmod(integration).failed == 0
