@@ -368,9 +368,11 @@ class Memory:
                 m if m.resource_id is not None else replace(m, resource_id=threads[m.thread_id].resource_id)
                 for m in incoming
             ]
-            replaced = self._stored(m.id for m in incoming)
-            stored = self.storage.save_messages(incoming)
-            if embedded is not None:
+            if embedded is None:
+                stored = self.storage.save_messages(incoming)
+            else:  # the versions being replaced name the vectors to drop
+                replaced = self._stored(m.id for m in incoming)
+                stored = self.storage.save_messages(incoming)
                 self.index.write(embedded, {m.id: m for m in stored}, threads, replaced)
         if self._titler is not None:
             self._titler.schedule(self.storage, [t for t in threads.values() if not t.title])
