@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -54,6 +54,7 @@ from .types import (
     check_text,
 )
 from .working_memory import WorkingMemory, strip_working_memory
+from .write_gate import WriteGate, gated_write
 
 __all__ = ["Memory", "async_twin", "incoming_message"]  # incoming_message: re-exported
 
@@ -108,7 +109,7 @@ class Memory:
     >>> _ = memory.save_messages([{"thread_id": "t1", "role": "user", "content": "Hello"}])
     >>> [m.text for m in memory.recall("t1").messages]
     ['Hello']
-"""
+        """
 
     def __init__(self, storage: DuckDBStorage | None = None, vector: Any = None, embedder: Any = None,
                  options: MemoryConfig | Mapping[str, Any] | None = None) -> None:
@@ -126,13 +127,14 @@ class Memory:
         self.index = None if embedder is None else MessageIndex(
             vector, embedder, index_name=semantic.index_name if semantic else None)
         self._titler = Titler.from_config(self.options.generate_title)
+        self._gate = WriteGate()
 
     def close(self) -> None:
         """Finish background work, save the vector index file and close the database.
 
         >>> memory = Memory()
         >>> memory.close()
-"""
+        """
         self.settle()
         if self.vector is not None and hasattr(self.vector, "close"):
             self.vector.close()
@@ -144,7 +146,8 @@ class Memory:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def transaction(self) -> Any:
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
         """A context in which the calls made inside commit together or not at all.
 
         >>> memory = Memory()
@@ -154,7 +157,8 @@ class Memory:
         >>> memory.recall("t1").total
         1
         """
-        return self.storage.transaction()
+        with self._gate.holding_transaction(), self.storage.transaction() as tx:
+            yield tx
 
     @contextlib.asynccontextmanager
     async def atransaction(self) -> AsyncIterator[None]:
@@ -169,7 +173,7 @@ class Memory:
         >>> asyncio.run(turn())
         >>> memory.recall("t1").total
         1
-"""
+        """
         token = _IN_TRANSACTION.set(True)
         try:
             with self.transaction():
@@ -184,6 +188,7 @@ class Memory:
 
     # ----------------------------------------------------------------------------- threads
 
+    @gated_write
     def create_thread(self, resource_id: str, *, thread_id: str | None = None, title: str | None = None,
                       metadata: Mapping[str, Any] | None = None) -> Thread:
         """Create a thread, or replace the one with this id (its ``created_at`` is kept).
@@ -202,7 +207,7 @@ class Memory:
         Traceback (most recent call last):
         ...
         threadrecall.errors.ResourceMismatchError: Thread with id t1 is for resource with id user-1 but resource user-2 tried to create it.
-"""
+        """
         check_id(resource_id, "resource_id")
         if thread_id is not None:
             check_thread_id(thread_id)
@@ -231,7 +236,7 @@ class Memory:
         'user-1'
         >>> memory.get_thread_by_id("t1", resource_id="user-2") is None
         True
-"""
+        """
         thread = self.storage.get_thread(check_thread_id(thread_id))
         if thread is None or (resource_id is not None and thread.resource_id != resource_id):
             return None
@@ -258,7 +263,7 @@ class Memory:
         (['t0'], 2, True)
         >>> [t.id for t in memory.list_threads(per_page=1, page=1).threads]
         ['t1']
-"""
+        """
         check_paging(page, per_page)
         if resource_id is not None:
             if not isinstance(resource_id, str):
@@ -268,6 +273,7 @@ class Memory:
             resource_id=resource_id, metadata=metadata, page=page, per_page=per_page, order_by=order_by,
         )
 
+    @gated_write
     def update_thread(self, thread_id: str, *, title: str | None = None,
                       metadata: Mapping[str, Any] | None = None) -> Thread:
         """Change the title and shallow-merge metadata; raises ThreadNotFoundError if missing.
@@ -281,11 +287,12 @@ class Memory:
         >>> _ = memory.create_thread("user-1", thread_id="t1", metadata={"a": 1})
         >>> memory.update_thread("t1", title="Renamed", metadata={"b": 2}).metadata
         {'a': 1, 'b': 2}
-"""
+        """
         return self.storage.update_thread(
             check_thread_id(thread_id), title=title_of(title), metadata=json_mapping(metadata, "metadata"),
         )
 
+    @gated_write
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread with its messages and their vectors (a missing thread is not an error).
 
@@ -297,7 +304,7 @@ class Memory:
         >>> memory.delete_thread("t1")
         >>> memory.get_thread_by_id("t1") is None
         True
-"""
+        """
         check_thread_id(thread_id)
         with self.storage.transaction():
             gone = self.storage.thread_messages(thread_id) if self.index is not None else []
@@ -307,6 +314,7 @@ class Memory:
 
     # ----------------------------------------------------------------------------- messages
 
+    @gated_write
     def save_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
         """Upsert messages by id; ids and times are filled in when absent.
 
@@ -330,7 +338,7 @@ class Memory:
         Traceback (most recent call last):
         ...
         threadrecall.errors.UnsupportedValueError: a message without an id: metadata key 'b' holds a value of type bytes, which JSON cannot store
-"""
+        """
         latest = {m.id: m for m in map(incoming_message, sequence(messages, "messages")) if m.role != "system"}
         incoming = [m for m in map(strip_working_memory, latest.values()) if m is not None]
         embedded = self.index.prepare(incoming) if self._embeds else None
@@ -355,10 +363,11 @@ class Memory:
             timeout: the most seconds to wait (``None``: until it is done).
 
         >>> Memory().settle(timeout=1.0)
-"""
+        """
         if self._titler is not None:
             self._titler.settle(timeout)
 
+    @gated_write
     def update_messages(self, messages: Iterable[Mapping[str, Any] | Message]) -> list[Message]:
         """Partial updates by id: content fields replaced, metadata merged one level deep.
 
@@ -375,7 +384,7 @@ class Memory:
         >>> [(m.text, m.metadata) for m in memory.update_messages([
         ...     {"id": "m1", "content": "Hello", "metadata": {"b": 2}}, {"id": "unknown"}])]
         [('Hello', {'a': 1, 'b': 2})]
-"""
+        """
         updates = [update_of(m) for m in sequence(messages, "messages")]
         with self.storage.transaction():
             changed, moved, before = [], [], []
@@ -395,6 +404,7 @@ class Memory:
                 self.index.write(self.index.prepare(moved), {m.id: m for m in stored}, threads, before)
             return stored
 
+    @gated_write
     def delete_messages(self, ids: Iterable[str | Mapping[str, Any]]) -> None:
         """Delete messages by id (or ``{"id": ...}`` entries); unknown ids are ignored.
 
@@ -407,7 +417,7 @@ class Memory:
         >>> memory.delete_messages(["m1", {"id": "unknown"}])
         >>> memory.recall("t1").total
         0
-"""
+        """
         if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):
             raise InvalidArgumentError("Invalid input: must be an array of message IDs or message objects")
         flat = []
@@ -483,7 +493,8 @@ class Memory:
         ...                             for c in ("the weather is sunny", "my dog is called Rex")])
         >>> [m.text for m in semantic.recall("t1", vector_search_string="dog called Rex").messages]
         ['my dog is called Rex']
-"""
+        """
+        self._gate.wait_for_writes()
         config = merge(self.options, thread_config)
         check_thread_id(thread_id)
         check_paging(page, per_page)
@@ -546,7 +557,7 @@ class Memory:
         ...                         instructions="Be brief.", extract=[], request_context={},
         ...                         abort_signal=None).summary
         '* (20:00) A table for two.'
-"""
+        """
         messages = load_messages_for_summary(
             self.recall, check_thread_id(thread_id), resource_id=resource_id,
             last_messages=last_messages, max_input_tokens=max_input_tokens,
@@ -571,7 +582,7 @@ class Memory:
         >>> model = ScriptedModel(["<observations>\\n* A greeting.\\n</observations>"])
         >>> asyncio.run(memory.asummarize_thread("t1", model)).summary
         '* A greeting.'
-"""
+        """
         messages = await asyncio.to_thread(
             load_messages_for_summary, self.recall, check_thread_id(thread_id),
             resource_id=resource_id, last_messages=last_messages,
@@ -600,7 +611,7 @@ class Memory:
         >>> memory.update_working_memory("t1", "# Name: Ada", resource_id="u")
         >>> memory.get_working_memory("t1", resource_id="u")
         '# Name: Ada'
-"""
+        """
         return self.working_memory.get(thread_id, resource_id=resource_id)
 
     def update_working_memory(self, thread_id: str, working_memory: str, *,
@@ -617,7 +628,7 @@ class Memory:
         >>> memory.update_working_memory("t1", "likes tea")
         >>> memory.get_working_memory("t1")
         'likes tea'
-"""
+        """
         self.working_memory.update(thread_id, working_memory, resource_id=resource_id)
 
     def merge_working_memory(self, thread_id: str, patch: Mapping[str, Any], *,
@@ -636,7 +647,7 @@ class Memory:
         {'name': 'Ada', 'city': 'Paris'}
         >>> memory.merge_working_memory("t1", {"city": None}, resource_id="u")
         {'name': 'Ada'}
-"""
+        """
         return self.working_memory.merge(thread_id, patch, resource_id=resource_id)
 
     def get_working_memory_template(self) -> dict[str, str] | None:
@@ -646,7 +657,7 @@ class Memory:
         True
         >>> Memory(options={"working_memory": {"enabled": True}}).get_working_memory_template()["format"]
         'markdown'
-"""
+        """
         return self.working_memory.template()
 
     # ----------------------------------------------------------------------------- internals

@@ -13,7 +13,7 @@ A committed vector is searchable at once but joins the graph later: a background
 links waiting vectors a small chunk at a time (each chunk holds the index's write lock only
 briefly), and sleeps while there is nothing to link. Searches stay exact for vectors still
 waiting. ``link()`` links everything now; the index file saves the waiting queue as it is.
-"""
+        """
 
 from __future__ import annotations
 
@@ -334,7 +334,7 @@ class HnswVectorStore:
         Traceback (most recent call last):
         ...
         threadrecall.errors.DimensionMismatchError: index docs exists with dimension 3, not 4
-"""
+        """
         _check_name(name)
         if not _is_int(dimension) or dimension < 1:
             raise InvalidArgumentError(f"dimension must be a positive integer, got {dimension!r}")
@@ -362,7 +362,7 @@ class HnswVectorStore:
         >>> store.create_index("docs", 2)
         >>> store.describe_index("docs")
         IndexStats(dimension=2, metric='cosine', count=0)
-"""
+        """
         dimension, metric, _ = self._info(name)
         (count,) = self.db.cursor().execute(
             "SELECT count(*) FROM vector_rows WHERE index_name = ?", [name]
@@ -376,7 +376,7 @@ class HnswVectorStore:
         >>> store.create_index("b", 2); store.create_index("a", 2)
         >>> store.list_indexes()
         ['a', 'b']
-"""
+        """
         rows = self.db.cursor().execute("SELECT name FROM vector_indexes ORDER BY name").fetchall()
         return [r[0] for r in rows]
 
@@ -391,7 +391,7 @@ class HnswVectorStore:
         >>> store.delete_index("docs")
         >>> store.list_indexes()
         []
-"""
+        """
         self._info(name)
         with self.db.transaction() as tx:
             for table, column in (
@@ -426,7 +426,7 @@ class HnswVectorStore:
         ['a', 'b']
         >>> len(store.upsert("docs", [[1, 1]])[0])  # a generated id
         36
-"""
+        """
         loaded = self._loaded.get(name)  # a loaded index exists: no catalogue lookup needed
         dimension = loaded.index.dim if loaded is not None else self._info(name)[0]
         matrix = _as_matrix(vectors, dimension)
@@ -517,7 +517,7 @@ class HnswVectorStore:
         >>> hit = store.query("docs", [1, 0], filter={"k": {"$gte": 2}}, include_vector=True)[0]
         >>> hit.id, hit.vector.tolist()
         ('b', [0.0, 1.0])
-"""
+        """
         hits = self.search_ids(name, vector, top_k=top_k, filter=filter)
         if not hits:
             return []
@@ -560,7 +560,7 @@ class HnswVectorStore:
         >>> _ = store.upsert("docs", [[1, 0], [0, 1]], ids=["a", "b"], metadata=[{"k": 1}, {"k": 2}])
         >>> [(i, round(s, 3)) for i, s in store.search_ids("docs", [0, 1], top_k=2, filter={"k": 2})]
         [('b', 1.0)]
-"""
+        """
         _check_name(name)
         loaded = self._loaded.get(name)  # a loaded index exists: no catalogue lookup needed
         if loaded is None:
@@ -595,7 +595,7 @@ class HnswVectorStore:
         >>> store.delete_vectors("docs", ids=["a"], filter={"k": 3})
         >>> [r.id for r in store.query("docs", [1, 0])]
         ['b']
-"""
+        """
         self._info(name)
         if ids is None and filter is None:
             raise InvalidArgumentError("delete_vectors needs ids or a filter")
@@ -637,7 +637,7 @@ class HnswVectorStore:
         >>> store.create_index("docs", 2)
         >>> _ = store.upsert("docs", [[1, 0]], ids=["a"])
         >>> store.link("docs")
-"""
+        """
         if name is None:
             indexes = [loaded.index for loaded in list(self._loaded.values())]
         else:
@@ -652,7 +652,7 @@ class HnswVectorStore:
         still waiting to be linked are saved as waiting).
 
         >>> HnswVectorStore().flush()  # in memory: nothing to save
-"""
+        """
         if not self.db.in_memory:
             self._save_where(lambda loaded: loaded.stale)
 
@@ -661,7 +661,7 @@ class HnswVectorStore:
         store opened it.
 
         >>> HnswVectorStore().close()
-"""
+        """
         if self._linker is not None:
             self._linker.stop()
         self.flush()
@@ -684,7 +684,7 @@ class HnswVectorStore:
 
         >>> HnswVectorStore().index_path("docs") is None
         True
-"""
+        """
         return None if self.db.in_memory else Path(f"{self.db.path}.{name}.hnsw")
 
     # ---- internals ----
