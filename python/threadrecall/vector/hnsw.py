@@ -64,6 +64,8 @@ PROGRESS_FROM = 20_000
 REBUILD_BATCH = 5_000
 # Metadata texts kept in memory per index, so a query needs no database read.
 METADATA_CACHE = 100_000
+# Batches up to this size are inserted with bound values (cheaper than an Arrow scan for a few).
+VALUES_ROWS = 16
 # Vectors the background linker links per hold of an index's write lock.
 LINK_CHUNK = 64
 # Seconds an idle linker sleeps before looking again (a write wakes it sooner).
@@ -452,14 +454,13 @@ class HnswVectorStore:
         texts = [dumps(metadata[k]) for k in keep]
         rows_ids = [ids[k] for k in keep]
         rows = matrix[keep]
-        batch = pa.table(
-            {
+        def batch() -> pa.Table:
+            return pa.table({
                 "id": rows_ids,
                 "vector": _packed(rows),
                 "metadata": texts,
                 "position": pa.array(range(len(keep)), type=pa.int32()),
-            }
-        )
+            })
         with self.db.transaction() as tx:
             generation = self._bump(tx, name)
             loaded = self._loaded[name]
@@ -469,20 +470,28 @@ class HnswVectorStore:
             replacing = any(i in unsaved or i in loaded.index for i in rows_ids)
             unsaved.update(rows_ids)
             self.db.on_commit(unsaved.clear)
-            tx.register("vector_batch", batch)
-            try:
-                if replacing:  # delete then insert: INSERT OR REPLACE at a third of its cost
-                    tx.execute(
-                        "DELETE FROM vector_rows WHERE index_name = ? AND id IN (SELECT id FROM vector_batch)",
-                        [name],
-                    )
+            if replacing:  # delete then insert: INSERT OR REPLACE at a third of its cost
                 tx.execute(
-                    "INSERT INTO vector_rows SELECT ?, id, vector, metadata, ?, "
-                    "position FROM vector_batch",
-                    [name, generation],
+                    "DELETE FROM vector_rows "
+                    "WHERE index_name = ? AND id IN (SELECT unnest(?::VARCHAR[]))",
+                    [name, rows_ids],
                 )
-            finally:
-                tx.unregister("vector_batch")
+            if len(keep) <= VALUES_ROWS:  # a turn's few vectors: bound values, no Arrow scan
+                blobs = np.ascontiguousarray(rows, dtype="<f4")
+                params = [v for k, i in enumerate(rows_ids)
+                          for v in (name, i, blobs[k].tobytes(), texts[k], generation, k)]
+                values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(keep))
+                tx.execute(f"INSERT INTO vector_rows VALUES {values}", params)
+            else:
+                tx.register("vector_batch", batch())
+                try:
+                    tx.execute(
+                        "INSERT INTO vector_rows SELECT ?, id, vector, metadata, ?, "
+                        "position FROM vector_batch",
+                        [name, generation],
+                    )
+                finally:
+                    tx.unregister("vector_batch")
             self.db.on_commit(
                 functools.partial(self._apply_upsert, name, generation, rows_ids, rows, texts)
             )
