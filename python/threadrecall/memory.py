@@ -52,6 +52,7 @@ from .types import (
     Thread,
     ThreadPage,
     check_text,
+    check_texts,
 )
 from .working_memory import WorkingMemory, strip_working_memory
 from .write_gate import WriteGate, gated_write
@@ -265,6 +266,8 @@ class Memory:
         ['t1']
         """
         check_paging(page, per_page)
+        check_texts(metadata, "the metadata filter")
+        check_texts(order_by, "order_by")
         if resource_id is not None:
             if not isinstance(resource_id, str):
                 raise InvalidArgumentError("resource_id must be a string")
@@ -511,6 +514,8 @@ class Memory:
             raise ConfigurationError("Semantic recall requires an embedder to be configured.")
         if search and semantic.scope == "resource" and not resource_id:
             raise ConfigurationError(RESOURCE_SCOPE_WITHOUT_RESOURCE)
+        check_texts(include, "include")
+        check_texts(order_by, "order_by")
         includes = parse_includes(include, default_context=2 if search else 0)
         history_off = config.last_messages is False or config.last_messages == 0
         if history_off and per_page is None and not search and not includes:
@@ -721,6 +726,7 @@ def _split_filter(filter: Any) -> tuple[Mapping[str, Any] | None, dict[str, Any]
     """``(date_range, metadata)`` of a recall filter; the metadata filter is validated here."""
     if filter is None:
         return None, None
+    check_texts(filter, "filter")
     if not isinstance(filter, Mapping):
         raise InvalidArgumentError("filter must be a mapping with 'date_range' and/or 'metadata'")
     unknown = set(filter) - {"date_range", "metadata"}

@@ -45,7 +45,7 @@ from ..errors import (
     StorageError,
 )
 from ..storage.duckdb import Database
-from ..types import IndexStats, QueryResult, check_text, dumps
+from ..types import IndexStats, QueryResult, check_json, check_text, check_texts, dumps
 
 __all__ = ["HnswVectorStore"]
 
@@ -451,6 +451,8 @@ class HnswVectorStore:
         # Last occurrence of a repeated id wins, as it would one at a time.
         last = {i: k for k, i in enumerate(ids)}
         keep = sorted(last.values())
+        for k in keep:
+            check_json(metadata[k], f"the metadata of vector {ids[k]}")
         texts = [dumps(metadata[k]) for k in keep]
         rows_ids = [ids[k] for k in keep]
         rows = matrix[keep]
@@ -577,7 +579,9 @@ class HnswVectorStore:
             loaded = self._load(name)
         if not _is_int(top_k) or top_k < 1:
             raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
+        check_texts(filter, "the filter")
         query = _as_matrix(vector, loaded.index.dim, single=True)[0]
+        top_k = min(top_k, max(len(loaded.index), 1))  # no more hits than vectors, however large
         return loaded.index.search(query, top_k, filter if filter != {} else None, self.ef_search)
 
     def _fetch(self, name: str, columns: str, ids: list[str]) -> list[tuple]:
@@ -613,8 +617,10 @@ class HnswVectorStore:
             ids = [ids] if isinstance(ids, str) else list(ids)
             if any(not isinstance(i, str) for i in ids):
                 raise InvalidArgumentError("vector ids must be strings")
+            check_texts(ids, "vector ids")
             doomed.update(ids)
         if filter is not None:
+            check_texts(filter, "the filter")
             doomed.update(self._load(name).index.ids_where(filter))
         if not doomed:
             return
