@@ -37,7 +37,7 @@ from .database import Database
 from ..thread_cache import ThreadCache
 from ..thread_filter import thread_filter_sql, validate_thread_filter
 
-__all__ = ["DuckDBStorage", "MessageRow"]
+__all__ = ["DuckDBStorage", "MessageRow", "message_of", "messages_of"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -135,6 +135,20 @@ def message_of(row: MessageRow) -> Message:
         type=body["type"],
         metadata=body["metadata"],
     )
+
+
+def messages_of(rows: Sequence[MessageRow]) -> list[Message]:
+    """Decode mirrored rows into Messages, every payload parsed in one pass of the decoder."""
+    if not rows:
+        return []
+    bodies = json.loads("[" + ",".join([row[5] for row in rows]) + "]")
+    out = []
+    for (mid, thread_id, resource_id, micros, _seq, _payload), body in zip(rows, bodies):
+        content = body["content"]
+        out.append(Message(mid, thread_id, resource_id, body["role"],
+                           MessageContent(content.get("parts") or [], content.get("text")),
+                           from_micros(micros), body["type"], body["metadata"]))
+    return out
 
 
 class DuckDBStorage:
