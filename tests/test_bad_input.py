@@ -18,6 +18,7 @@ from threadrecall.errors import (
     UnsupportedValueError,
 )
 from threadrecall.storage import DuckDBStorage
+from threadrecall.vector import HnswVectorStore
 
 TABLES = ("threads", "messages", "resources", "vector_rows")
 
@@ -144,6 +145,14 @@ READS = [
     ("surrogate list_threads", lambda m: m.list_threads(resource_id="\ud800"), InvalidArgumentError, "surrogate"),
     ("date out of range", lambda m: m.recall("t1", filter={"date_range": {"start": 1e20}}),
      InvalidArgumentError, "start"),
+    ("surrogate in a filter value", lambda m: m.recall("t1", filter={"metadata": {"k": "\ud800"}}),
+     InvalidArgumentError, "surrogate"),
+    ("surrogate in an include", lambda m: m.recall("t1", include=[{"id": "\ud800"}]),
+     InvalidArgumentError, "surrogate"),
+    ("surrogate in a thread filter", lambda m: m.list_threads(metadata={"k\ud800": 1}),
+     InvalidArgumentError, "surrogate"),
+    ("surrogate in a working memory thread", lambda m: m.get_working_memory("\ud800", resource_id="r1"),
+     InvalidArgumentError, "surrogate"),
 ]
 
 
@@ -156,3 +165,33 @@ def test_a_bad_read_raises_a_library_error(memory, name, call, error, fragment):
 def test_every_error_above_is_a_library_error():
     assert all(issubclass(case[2], ThreadRecallError) for case in WRITES + READS)
     assert issubclass(UnsupportedValueError, TypeError)
+
+
+VECTOR_CALLS = [
+    ("surrogate id", lambda v: v.upsert("x", [[1, 0]], ids=["\ud800"]), InvalidArgumentError, "surrogate"),
+    ("object metadata", lambda v: v.upsert("x", [[1, 0]], ids=["a"], metadata=[{"o": object()}]),
+     UnsupportedValueError, "vector a key 'o'"),
+    ("surrogate filter", lambda v: v.query("x", [1, 0], filter={"k": "\ud800"}), InvalidArgumentError,
+     "surrogate"),
+    ("surrogate delete", lambda v: v.delete_vectors("x", ids=["\ud800"]), InvalidArgumentError, "surrogate"),
+]
+
+
+@pytest.mark.parametrize("name, call, error, fragment", VECTOR_CALLS, ids=[c[0] for c in VECTOR_CALLS])
+def test_bad_vector_calls_raise_and_write_nothing(tmp_path, name, call, error, fragment):
+    store = HnswVectorStore(tmp_path / "v.duckdb")
+    store.create_index("x", 2)
+    store.upsert("x", [[0, 1]], ids=["kept"])
+    cur = store.db.cursor()
+    before = cur.execute("SELECT * FROM vector_rows").fetchall()
+    with pytest.raises(error, match=re.escape(fragment)):
+        call(store)
+    assert cur.execute("SELECT * FROM vector_rows").fetchall() == before
+    store.close()
+
+
+def test_a_huge_top_k_returns_every_match():
+    store = HnswVectorStore()
+    store.create_index("x", 2)
+    store.upsert("x", [[0, 1], [1, 0]], ids=["a", "b"])
+    assert sorted(r.id for r in store.query("x", [1, 0], top_k=10**30)) == ["a", "b"]

@@ -7,7 +7,7 @@ import contextlib
 import contextvars
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -55,8 +55,10 @@ from .types import (
     Thread,
     ThreadPage,
     check_text,
+    check_texts,
 )
 from .working_memory import WorkingMemory, strip_working_memory
+from .write_gate import WriteGate, gated_write
 
 __all__ = ["Memory", "async_twin", "incoming_message"]  # incoming_message: re-exported
 
@@ -113,7 +115,7 @@ class Memory:
     >>> _ = memory.save_messages([{"thread_id": "t1", "role": "user", "content": "Hello"}])
     >>> [m.text for m in memory.recall("t1").messages]
     ['Hello']
-"""
+        """
 
     def __init__(self, storage: Storage | None = None, vector: Any = None, embedder: Any = None,
                  options: MemoryConfig | Mapping[str, Any] | None = None) -> None:
@@ -131,13 +133,14 @@ class Memory:
         self.index = None if embedder is None else MessageIndex(
             vector, embedder, index_name=semantic.index_name if semantic else None)
         self._titler = Titler.from_config(self.options.generate_title)
+        self._gate = WriteGate()
 
     def close(self) -> None:
         """Finish background work, save the vector index file and close the database.
 
         >>> memory = Memory()
         >>> memory.close()
-"""
+        """
         self.settle()
         if self.vector is not None and hasattr(self.vector, "close"):
             self.vector.close()
@@ -149,7 +152,8 @@ class Memory:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def transaction(self, *, lock: str | None = None) -> Any:
+    @contextlib.contextmanager
+    def transaction(self, *, lock: str | None = None) -> Iterator[Any]:
         """A context in which the calls made inside commit together or not at all.
 
         ``lock`` names a key: transactions taking the same key run one after another, in any
@@ -166,7 +170,8 @@ class Memory:
         >>> memory.recall("t1").total
         2
         """
-        return self.storage.transaction(lock=lock)
+        with self._gate.holding_transaction(), self.storage.transaction(lock=lock) as tx:
+            yield tx
 
     @contextlib.asynccontextmanager
     async def atransaction(self, *, lock: str | None = None) -> AsyncIterator[None]:
@@ -181,7 +186,7 @@ class Memory:
         >>> asyncio.run(turn())
         >>> memory.recall("t1").total
         1
-"""
+        """
         token = _IN_TRANSACTION.set(True)
         try:
             with self.transaction(lock=lock):
@@ -196,6 +201,7 @@ class Memory:
 
     # ----------------------------------------------------------------------------- threads
 
+    @gated_write
     def create_thread(self, resource_id: str, *, thread_id: str | None = None, title: str | None = None,
                       metadata: Mapping[str, Any] | None = None) -> Thread:
         """Create a thread, or replace the one with this id (its ``created_at`` is kept).
@@ -214,7 +220,7 @@ class Memory:
         Traceback (most recent call last):
         ...
         threadrecall.errors.ResourceMismatchError: Thread with id t1 is for resource with id user-1 but resource user-2 tried to create it.
-"""
+        """
         check_id(resource_id, "resource_id")
         if thread_id is not None:
             check_thread_id(thread_id)
@@ -243,7 +249,7 @@ class Memory:
         'user-1'
         >>> memory.get_thread_by_id("t1", resource_id="user-2") is None
         True
-"""
+        """
         thread = self.storage.get_thread(check_thread_id(thread_id))
         if thread is None or (resource_id is not None and thread.resource_id != resource_id):
             return None
@@ -270,8 +276,10 @@ class Memory:
         (['t0'], 2, True)
         >>> [t.id for t in memory.list_threads(per_page=1, page=1).threads]
         ['t1']
-"""
+        """
         check_paging(page, per_page)
+        check_texts(metadata, "the metadata filter")
+        check_texts(order_by, "order_by")
         if resource_id is not None:
             if not isinstance(resource_id, str):
                 raise InvalidArgumentError("resource_id must be a string")
@@ -280,6 +288,7 @@ class Memory:
             resource_id=resource_id, metadata=metadata, page=page, per_page=per_page, order_by=order_by,
         )
 
+    @gated_write
     def update_thread(self, thread_id: str, *, title: str | None = None,
                       metadata: Mapping[str, Any] | None = None) -> Thread:
         """Change the title and shallow-merge metadata; raises ThreadNotFoundError if missing.
@@ -293,11 +302,12 @@ class Memory:
         >>> _ = memory.create_thread("user-1", thread_id="t1", metadata={"a": 1})
         >>> memory.update_thread("t1", title="Renamed", metadata={"b": 2}).metadata
         {'a': 1, 'b': 2}
-"""
+        """
         return self.storage.update_thread(
             check_thread_id(thread_id), title=title_of(title), metadata=json_mapping(metadata, "metadata"),
         )
 
+    @gated_write
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread with its messages and their vectors (a missing thread is not an error).
 
@@ -309,7 +319,7 @@ class Memory:
         >>> memory.delete_thread("t1")
         >>> memory.get_thread_by_id("t1") is None
         True
-"""
+        """
         check_thread_id(thread_id)
         with self.storage.transaction():
             gone = self.storage.thread_messages(thread_id) if self.index is not None else []
@@ -319,6 +329,7 @@ class Memory:
 
     # ----------------------------------------------------------------------------- messages
 
+    @gated_write
     def save_messages(self, messages: Iterable[Message | Mapping[str, Any]], *,
                       keep_system: bool = False) -> list[Message]:
         """Upsert messages by id; ids and times are filled in when absent; returns what was stored.
@@ -385,10 +396,11 @@ class Memory:
             timeout: the most seconds to wait (``None``: until it is done).
 
         >>> Memory().settle(timeout=1.0)
-"""
+        """
         if self._titler is not None:
             self._titler.settle(timeout)
 
+    @gated_write
     def update_messages(self, messages: Iterable[Mapping[str, Any] | Message]) -> list[Message]:
         """Partial updates by id: content fields replaced, metadata merged one level deep.
 
@@ -405,7 +417,7 @@ class Memory:
         >>> [(m.text, m.metadata) for m in memory.update_messages([
         ...     {"id": "m1", "content": "Hello", "metadata": {"b": 2}}, {"id": "unknown"}])]
         [('Hello', {'a': 1, 'b': 2})]
-"""
+        """
         updates = [update_of(m) for m in sequence(messages, "messages")]
         with self.storage.transaction():
             changed, moved, before = [], [], []
@@ -456,6 +468,7 @@ class Memory:
         return [m for m in found
                 if (m.resource_id or getattr(threads.get(m.thread_id), "resource_id", None)) == resource_id]
 
+    @gated_write
     def delete_messages(self, ids: Iterable[str | Mapping[str, Any]]) -> None:
         """Delete messages by id (or ``{"id": ...}`` entries); unknown ids are ignored.
 
@@ -468,7 +481,7 @@ class Memory:
         >>> memory.delete_messages(["m1", {"id": "unknown"}])
         >>> memory.recall("t1").total
         0
-"""
+        """
         if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):
             raise InvalidArgumentError("Invalid input: must be an array of message IDs or message objects")
         flat = []
@@ -544,7 +557,8 @@ class Memory:
         ...                             for c in ("the weather is sunny", "my dog is called Rex")])
         >>> [m.text for m in semantic.recall("t1", vector_search_string="dog called Rex").messages]
         ['my dog is called Rex']
-"""
+        """
+        self._gate.wait_for_writes()
         config = merge(self.options, thread_config)
         check_thread_id(thread_id)
         check_paging(page, per_page)
@@ -561,6 +575,8 @@ class Memory:
             raise ConfigurationError("Semantic recall requires an embedder to be configured.")
         if search and semantic.scope == "resource" and not resource_id:
             raise ConfigurationError(RESOURCE_SCOPE_WITHOUT_RESOURCE)
+        check_texts(include, "include")
+        check_texts(order_by, "order_by")
         includes = parse_includes(include, default_context=2 if search else 0)
         history_off = config.last_messages is False or config.last_messages == 0
         if history_off and per_page is None and not search and not includes:
@@ -614,7 +630,7 @@ class Memory:
         ...                         instructions="Be brief.", extract=[], request_context={},
         ...                         abort_signal=None).summary
         '* (20:00) A table for two.'
-"""
+        """
         messages = load_messages_for_summary(
             self.recall, check_thread_id(thread_id), resource_id=resource_id,
             last_messages=last_messages, max_input_tokens=max_input_tokens,
@@ -639,7 +655,7 @@ class Memory:
         >>> model = ScriptedModel(["<observations>\\n* A greeting.\\n</observations>"])
         >>> asyncio.run(memory.asummarize_thread("t1", model)).summary
         '* A greeting.'
-"""
+        """
         messages = await asyncio.to_thread(
             load_messages_for_summary, self.recall, check_thread_id(thread_id),
             resource_id=resource_id, last_messages=last_messages,
@@ -668,7 +684,7 @@ class Memory:
         >>> memory.update_working_memory("t1", "# Name: Ada", resource_id="u")
         >>> memory.get_working_memory("t1", resource_id="u")
         '# Name: Ada'
-"""
+        """
         return self.working_memory.get(thread_id, resource_id=resource_id)
 
     def update_working_memory(self, thread_id: str, working_memory: str, *,
@@ -685,7 +701,7 @@ class Memory:
         >>> memory.update_working_memory("t1", "likes tea")
         >>> memory.get_working_memory("t1")
         'likes tea'
-"""
+        """
         self.working_memory.update(thread_id, working_memory, resource_id=resource_id)
 
     def merge_working_memory(self, thread_id: str, patch: Mapping[str, Any], *,
@@ -704,7 +720,7 @@ class Memory:
         {'name': 'Ada', 'city': 'Paris'}
         >>> memory.merge_working_memory("t1", {"city": None}, resource_id="u")
         {'name': 'Ada'}
-"""
+        """
         return self.working_memory.merge(thread_id, patch, resource_id=resource_id)
 
     def get_working_memory_template(self) -> dict[str, str] | None:
@@ -714,7 +730,7 @@ class Memory:
         True
         >>> Memory(options={"working_memory": {"enabled": True}}).get_working_memory_template()["format"]
         'markdown'
-"""
+        """
         return self.working_memory.template()
 
     # ----------------------------------------------------------------------------- internals
@@ -777,6 +793,7 @@ def _split_filter(filter: Any) -> tuple[Mapping[str, Any] | None, dict[str, Any]
     """``(date_range, metadata)`` of a recall filter; the metadata filter is validated here."""
     if filter is None:
         return None, None
+    check_texts(filter, "filter")
     if not isinstance(filter, Mapping):
         raise InvalidArgumentError("filter must be a mapping with 'date_range' and/or 'metadata'")
     unknown = set(filter) - {"date_range", "metadata"}

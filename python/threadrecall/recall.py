@@ -17,7 +17,7 @@ from typing import Any
 from .config import is_count
 from .errors import InvalidArgumentError
 from .storage.base import Storage
-from .storage.rows import MessageRow, message_of, to_micros
+from .storage.rows import MessageRow, messages_of, to_micros
 from .types import Message, RecallResult, check_text, parse_time
 
 __all__ = ["Include", "HistoryQuery", "read_history", "check_thread_id", "parse_includes"]
@@ -188,6 +188,6 @@ def _result(window: Sequence[MessageRow], rows: Sequence[MessageRow], total: int
     for r in window:
         merged.setdefault(r[0], r)
     ordered = sorted(merged.values(), key=lambda r: (r[3], r[4]))
-    messages: list[Message] = [message_of(r) for r in ordered]
+    messages: list[Message] = messages_of(ordered)
     return RecallResult(messages, total, page, per_page, has_more)
 

@@ -27,6 +27,7 @@ __all__ = [
     "search_text",
     "check_json",
     "check_text",
+    "check_texts",
     "IndexStats",
     "to_utc",
     "parse_time",
@@ -383,6 +384,26 @@ def _where(what: str, path: list[Any]) -> str:
         return what
     head = f"{what}[{path[0]}]" if isinstance(path[0], int) else f"{what} key {path[0]!r}"
     return head + "".join(f"[{k!r}]" for k in path[1:])
+
+
+def check_texts(value: Any, what: str) -> None:
+    """Raise ``InvalidArgumentError`` if a string anywhere in ``value`` (a key, a value, an item)
+    holds a lone surrogate; other values are left to the caller's own checks.
+
+    >>> check_texts({"k": ["ok", 1, object()]}, "filter")
+    """
+    if _core.compact_json(value) is not None:
+        return
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            check_text(item, what)
+        elif isinstance(item, Mapping):
+            stack.extend(k for k in item if isinstance(k, str))
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)) and len(stack) < 100_000:
+            stack.extend(item)
 
 
 def check_text(value: str, what: str) -> str:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import functools
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from ..types import Message, MessageContent, dumps, to_utc
 
-__all__ = ["MessageRow", "from_micros", "message_of", "new_id", "payload", "to_micros"]
+__all__ = ["MessageRow", "from_micros", "message_of", "messages_of", "new_id", "payload", "to_micros"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -62,3 +63,17 @@ def message_of(row: MessageRow) -> Message:
         type=body["type"],
         metadata=body["metadata"],
     )
+
+
+def messages_of(rows: Sequence[MessageRow]) -> list[Message]:
+    """Decode rows into Messages, every payload parsed in one pass of the decoder."""
+    if not rows:
+        return []
+    bodies = json.loads("[" + ",".join([row[5] for row in rows]) + "]")
+    out = []
+    for (mid, thread_id, resource_id, micros, _seq, _payload), body in zip(rows, bodies):
+        content = body["content"]
+        out.append(Message(mid, thread_id, resource_id, body["role"],
+                           MessageContent(content.get("parts") or [], content.get("text")),
+                           from_micros(micros), body["type"], body["metadata"]))
+    return out

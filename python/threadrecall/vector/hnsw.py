@@ -13,7 +13,7 @@ A committed vector is searchable at once but joins the graph later: a background
 links waiting vectors a small chunk at a time (each chunk holds the index's write lock only
 briefly), and sleeps while there is nothing to link. Searches stay exact for vectors still
 waiting. ``link()`` links everything now; the index file saves the waiting queue as it is.
-"""
+        """
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ from ..errors import (
     StorageError,
 )
 from ..storage.duckdb import Database
-from ..types import IndexStats, QueryResult, check_text, dumps
+from ..types import IndexStats, QueryResult, check_json, check_text, check_texts, dumps
 
 __all__ = ["HnswVectorStore"]
 
@@ -65,6 +65,8 @@ PROGRESS_FROM = 20_000
 REBUILD_BATCH = 5_000
 # Metadata texts kept in memory per index, so a query needs no database read.
 METADATA_CACHE = 100_000
+# Batches up to this size are inserted with bound values (cheaper than an Arrow scan for a few).
+VALUES_ROWS = 16
 # Vectors the background linker links per hold of an index's write lock.
 LINK_CHUNK = 64
 # Seconds an idle linker sleeps before looking again (a write wakes it sooner).
@@ -374,7 +376,7 @@ class HnswVectorStore:
         Traceback (most recent call last):
         ...
         threadrecall.errors.DimensionMismatchError: index docs exists with dimension 3, not 4
-"""
+        """
         _check_name(name)
         if not _is_int(dimension) or dimension < 1:
             raise InvalidArgumentError(f"dimension must be a positive integer, got {dimension!r}")
@@ -402,7 +404,7 @@ class HnswVectorStore:
         >>> store.create_index("docs", 2)
         >>> store.describe_index("docs")
         IndexStats(dimension=2, metric='cosine', count=0)
-"""
+        """
         dimension, metric, _ = self._info(name)
         (count,) = self.db.cursor().execute(
             "SELECT count(*) FROM vector_rows WHERE index_name = ?", [name]
@@ -416,7 +418,7 @@ class HnswVectorStore:
         >>> store.create_index("b", 2); store.create_index("a", 2)
         >>> store.list_indexes()
         ['a', 'b']
-"""
+        """
         rows = self.db.cursor().execute("SELECT name FROM vector_indexes ORDER BY name").fetchall()
         return [r[0] for r in rows]
 
@@ -431,7 +433,7 @@ class HnswVectorStore:
         >>> store.delete_index("docs")
         >>> store.list_indexes()
         []
-"""
+        """
         self._info(name)
         with self.db.transaction() as tx:
             for table, column in (
@@ -466,7 +468,7 @@ class HnswVectorStore:
         ['a', 'b']
         >>> len(store.upsert("docs", [[1, 1]])[0])  # a generated id
         36
-"""
+        """
         loaded = self._loaded.get(name)  # a loaded index exists: no catalogue lookup needed
         dimension = loaded.index.dim if loaded is not None else self._info(name)[0]
         matrix = _as_matrix(vectors, dimension)
@@ -489,17 +491,18 @@ class HnswVectorStore:
         # Last occurrence of a repeated id wins, as it would one at a time.
         last = {i: k for k, i in enumerate(ids)}
         keep = sorted(last.values())
+        for k in keep:
+            check_json(metadata[k], f"the metadata of vector {ids[k]}")
         texts = [dumps(metadata[k]) for k in keep]
         rows_ids = [ids[k] for k in keep]
         rows = matrix[keep]
-        batch = pa.table(
-            {
+        def batch() -> pa.Table:
+            return pa.table({
                 "id": rows_ids,
                 "vector": _packed(rows),
                 "metadata": texts,
                 "position": pa.array(range(len(keep)), type=pa.int32()),
-            }
-        )
+            })
         with self.db.transaction() as tx:
             generation = self._bump(tx, name)
             loaded = self._loaded[name]
@@ -509,20 +512,28 @@ class HnswVectorStore:
             replacing = any(i in unsaved or i in loaded.index for i in rows_ids)
             unsaved.update(rows_ids)
             self.db.on_commit(unsaved.clear)
-            tx.register("vector_batch", batch)
-            try:
-                if replacing:  # delete then insert: INSERT OR REPLACE at a third of its cost
-                    tx.execute(
-                        "DELETE FROM vector_rows WHERE index_name = ? AND id IN (SELECT id FROM vector_batch)",
-                        [name],
-                    )
+            if replacing:  # delete then insert: INSERT OR REPLACE at a third of its cost
                 tx.execute(
-                    "INSERT INTO vector_rows SELECT ?, id, vector, metadata, ?, "
-                    "position FROM vector_batch",
-                    [name, generation],
+                    "DELETE FROM vector_rows "
+                    "WHERE index_name = ? AND id IN (SELECT unnest(?::VARCHAR[]))",
+                    [name, rows_ids],
                 )
-            finally:
-                tx.unregister("vector_batch")
+            if len(keep) <= VALUES_ROWS:  # a turn's few vectors: bound values, no Arrow scan
+                blobs = np.ascontiguousarray(rows, dtype="<f4")
+                params = [v for k, i in enumerate(rows_ids)
+                          for v in (name, i, blobs[k].tobytes(), texts[k], generation, k)]
+                values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(keep))
+                tx.execute(f"INSERT INTO vector_rows VALUES {values}", params)
+            else:
+                tx.register("vector_batch", batch())
+                try:
+                    tx.execute(
+                        "INSERT INTO vector_rows SELECT ?, id, vector, metadata, ?, "
+                        "position FROM vector_batch",
+                        [name, generation],
+                    )
+                finally:
+                    tx.unregister("vector_batch")
             self.db.on_commit(
                 functools.partial(self._apply_upsert, name, generation, rows_ids, rows, texts)
             )
@@ -557,7 +568,7 @@ class HnswVectorStore:
         >>> hit = store.query("docs", [1, 0], filter={"k": {"$gte": 2}}, include_vector=True)[0]
         >>> hit.id, hit.vector.tolist()
         ('b', [0.0, 1.0])
-"""
+        """
         hits = self.search_ids(name, vector, top_k=top_k, filter=filter)
         if not hits:
             return []
@@ -600,7 +611,7 @@ class HnswVectorStore:
         >>> _ = store.upsert("docs", [[1, 0], [0, 1]], ids=["a", "b"], metadata=[{"k": 1}, {"k": 2}])
         >>> [(i, round(s, 3)) for i, s in store.search_ids("docs", [0, 1], top_k=2, filter={"k": 2})]
         [('b', 1.0)]
-"""
+        """
         _check_name(name)
         loaded = self._loaded.get(name)  # a loaded index exists: no catalogue lookup needed
         if loaded is None:
@@ -608,7 +619,9 @@ class HnswVectorStore:
             loaded = self._load(name)
         if not _is_int(top_k) or top_k < 1:
             raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
+        check_texts(filter, "the filter")
         query = _as_matrix(vector, loaded.index.dim, single=True)[0]
+        top_k = min(top_k, max(len(loaded.index), 1))  # no more hits than vectors, however large
         return loaded.index.search(query, top_k, filter if filter != {} else None, self.ef_search)
 
     def _fetch(self, name: str, columns: str, ids: list[str]) -> list[tuple]:
@@ -635,7 +648,7 @@ class HnswVectorStore:
         >>> store.delete_vectors("docs", ids=["a"], filter={"k": 3})
         >>> [r.id for r in store.query("docs", [1, 0])]
         ['b']
-"""
+        """
         self._info(name)
         if ids is None and filter is None:
             raise InvalidArgumentError("delete_vectors needs ids or a filter")
@@ -644,8 +657,10 @@ class HnswVectorStore:
             ids = [ids] if isinstance(ids, str) else list(ids)
             if any(not isinstance(i, str) for i in ids):
                 raise InvalidArgumentError("vector ids must be strings")
+            check_texts(ids, "vector ids")
             doomed.update(ids)
         if filter is not None:
+            check_texts(filter, "the filter")
             doomed.update(self._load(name).index.ids_where(filter))
         if not doomed:
             return
@@ -677,7 +692,7 @@ class HnswVectorStore:
         >>> store.create_index("docs", 2)
         >>> _ = store.upsert("docs", [[1, 0]], ids=["a"])
         >>> store.link("docs")
-"""
+        """
         if name is None:
             indexes = [loaded.index for loaded in list(self._loaded.values())]
         else:
@@ -692,7 +707,7 @@ class HnswVectorStore:
         still waiting to be linked are saved as waiting).
 
         >>> HnswVectorStore().flush()  # in memory: nothing to save
-"""
+        """
         if not self.db.in_memory:
             self._save_where(lambda loaded: loaded.stale)
 
@@ -736,7 +751,7 @@ class HnswVectorStore:
 
         >>> HnswVectorStore().index_path("docs") is None
         True
-"""
+        """
         return None if self.db.in_memory else Path(f"{self.db.path}.{name}.hnsw")
 
     # ---- internals ----

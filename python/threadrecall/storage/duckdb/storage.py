@@ -30,12 +30,12 @@ from ...errors import InvalidArgumentError, ThreadNotFoundError
 from ...types import Message, Resource, Thread, ThreadPage, dumps, to_utc
 from ..base import Changes
 from ..replica import Replica
-from ..rows import MessageRow, from_micros, message_of, new_id, payload, to_micros
+from ..rows import MessageRow, from_micros, message_of, messages_of, new_id, payload, to_micros
 from ..thread_cache import ThreadCache
 from ..thread_filter import thread_filter_sql, validate_thread_filter
 from .database import Database
 
-__all__ = ["DuckDBStorage", "MessageRow", "from_micros", "message_of", "new_id", "to_micros"]
+__all__ = ["DuckDBStorage", "MessageRow", "from_micros", "message_of", "messages_of", "new_id", "to_micros"]
 
 # Commits kept in the in-memory change feed; a consumer further behind rebuilds from a scan.
 FEED_COMMITS = 1024
@@ -80,6 +80,11 @@ _UPSERT_MESSAGES = """
         type = excluded.type, content = excluded.content,
         metadata = excluded.metadata
 """
+
+# Batches up to this size are inserted with bound values: for a few rows that costs less than
+# registering an Arrow table and scanning it.
+VALUES_ROWS = 16
+_MESSAGE_VALUES = "(?, ?, ?, ?, ?, ?, ?, make_timestamptz(?::BIGINT), ?)"
 
 _PAYLOAD_SQL = (
     "'{\"role\":' || to_json(role) || ',\"type\":' || to_json(type) || ',\"content\":' || content"
@@ -386,11 +391,19 @@ class DuckDBStorage:
                     stored.append(replace(m, created_at=from_micros(existing[3])))
             contents = [dumps(m.content.to_dict()) for m in stored]
             metadatas = [dumps(m.metadata) for m in stored]
-            tx.register("incoming", _message_table(stored, seqs, contents, metadatas))
-            try:
-                tx.execute(_UPSERT_MESSAGES if replacing else "INSERT INTO messages SELECT * FROM incoming")
-            finally:
-                tx.unregister("incoming")
+            sql = _UPSERT_MESSAGES if replacing else "INSERT INTO messages SELECT * FROM incoming"
+            if len(stored) <= VALUES_ROWS:  # a turn's few messages: bound values, no Arrow scan
+                params = [v for m, seq, c, md in zip(stored, seqs, contents, metadatas) for v in (
+                    m.id, m.thread_id, m.resource_id, m.role, m.type, c, md, to_micros(m.created_at),
+                    seq)]
+                values = "VALUES " + ", ".join([_MESSAGE_VALUES] * len(stored))
+                tx.execute(sql.replace("SELECT * FROM incoming", values), params)
+            else:
+                tx.register("incoming", _message_table(stored, seqs, contents, metadatas))
+                try:
+                    tx.execute(sql)
+                finally:
+                    tx.unregister("incoming")
             self._touch_threads(tx, {m.thread_id for m in stored})
             payloads = [payload(m.role, m.type, c, md) for m, c, md in zip(stored, contents, metadatas)]
             self.db.on_commit(lambda: self._mirror(stored, seqs, payloads))
@@ -457,8 +470,12 @@ class DuckDBStorage:
         if not thread_ids:
             return
         now = _now()
-        tx.execute("UPDATE threads SET updated_at = ? WHERE id IN (SELECT unnest(?))",
-                   [now, sorted(thread_ids)])
+        if len(thread_ids) == 1:  # the usual turn: one thread, a point update
+            (thread_id,) = thread_ids
+            tx.execute("UPDATE threads SET updated_at = ? WHERE id = ?", [now, thread_id])
+        else:
+            tx.execute("UPDATE threads SET updated_at = ? WHERE id IN (SELECT unnest(?))",
+                       [now, sorted(thread_ids)])
         touched = {t.id: Thread(t.id, t.resource_id, t.title, t.metadata, t.created_at, now)
                    for t in self.get_threads(thread_ids).values()}  # not replace(): far slower
         written.update(touched)
