@@ -9,26 +9,19 @@ from datetime import timedelta
 
 import pytest
 from conftest import T0
-
 from threadrecall.errors import (
     FilterTypeError,
     InvalidArgumentError,
     InvalidFilterError,
     ThreadNotFoundError,
 )
-from threadrecall.storage import DuckDBStorage, PostgresStorage
 from threadrecall.types import Message, MessageContent, Thread
 
 
-@pytest.fixture(params=["duckdb", "postgres"])
-def store(request, tmp_path):
-    if request.param == "duckdb":
-        backend = DuckDBStorage(tmp_path / "m.duckdb")
-    else:
-        backend = PostgresStorage(request.getfixturevalue("pg_dsn"),
-                                  schema=request.getfixturevalue("pg_schema"))
-    yield backend
-    backend.close()
+@pytest.fixture
+def store(storage):
+    """The backend under test (conftest's ``storage``: DuckDB, then PostgreSQL)."""
+    return storage
 
 
 def msg(i, thread="t1", *, resource="r1", at=None, text=None, metadata=None, role="user"):
@@ -180,7 +173,7 @@ def test_page_cursors_bounds_and_errors(store):
     assert ids(store.page("t1", after_id="m6")[0]) == ["m7", "m8", "m9"]
     assert ids(store.page("t1", before_id="m6", limit=2)[0]) == ["m4", "m5"]
     assert ids(store.page("t1", before_id="m6", limit=2, descending=True)[0]) == ["m5", "m4"]
-    at = lambda i: int((T0 + timedelta(seconds=i)).timestamp() * 1_000_000)  # noqa: E731
+    at = lambda i: int((T0 + timedelta(seconds=i)).timestamp() * 1_000_000)
     rows, total = store.page("t1", start=at(2), start_exclusive=True, end=at(5))
     assert ids(rows) == ["m3", "m4", "m5"] and total == 3
     rows, total = store.page("t1", resource_id="r1", metadata={"n": 1}, offset=1, limit=5)

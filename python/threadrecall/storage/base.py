@@ -50,7 +50,7 @@ class Changes:
         return bool(self.reset or self.upserted or self.deleted or self.deleted_threads)
 
     @classmethod
-    def merged(cls, position: int, entries: Iterable["Changes"]) -> "Changes":
+    def merged(cls, position: int, entries: Iterable[Changes]) -> Changes:
         """Consecutive stretches of a feed as one, applicable in the order deleted threads,
         deleted ids, upserts: a later write to an id overrides an earlier one.
 

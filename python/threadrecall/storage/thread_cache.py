@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..types import Thread
 

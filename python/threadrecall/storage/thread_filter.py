@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import FilterTypeError, InvalidFilterError
 
-__all__ = ["validate_thread_filter", "thread_filter_sql"]
+__all__ = ["thread_filter_sql", "validate_thread_filter"]
 
 _KEY = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _RESERVED = frozenset({"__proto__", "prototype", "constructor"})
@@ -67,7 +67,7 @@ def thread_filter_sql(metadata: Mapping[str, Any], column: str = "metadata") -> 
     return " AND ".join(clauses) or "TRUE", params
 
 
-def _number_sql(column: str, path: str, value: int | float, params: list[Any]) -> str:
+def _number_sql(column: str, path: str, value: float, params: list[Any]) -> str:
     """Exact numeric equality, as Python compares ints and floats.
 
     An integer literal is compared by its text (exact at any size, even past 64 bits, where

@@ -9,9 +9,10 @@ or not at all. Reads use a cursor per Python thread. Work that must follow a suc
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import duckdb
 

@@ -25,14 +25,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...config import is_count
-from ...errors import InvalidArgumentError, ThreadNotFoundError
+from ...errors import ThreadNotFoundError
 from ...types import Message, Resource, Thread, ThreadPage, dumps, to_utc
 from ..base import Changes
 from ..replica import Replica
 from ..rows import MessageRow, from_micros, message_of, messages_of, new_id, payload, to_micros
 from ..thread_cache import ThreadCache
 from ..thread_filter import thread_filter_sql, validate_thread_filter
+from ..thread_listing import check_thread_paging, thread_order
 from .database import Database
 
 __all__ = ["DuckDBStorage", "MessageRow", "from_micros", "message_of", "messages_of", "new_id", "to_micros"]
@@ -108,7 +108,7 @@ class DuckDBStorage:
     ''
     """
 
-    def __new__(cls, path: str | Path = ":memory:") -> "DuckDBStorage":
+    def __new__(cls, path: str | Path = ":memory:") -> DuckDBStorage:
         key = _key(path)
         with _OPEN_LOCK:
             store = _OPEN.get(key) if key is not None else None
@@ -263,13 +263,8 @@ class DuckDBStorage:
 
     def list_threads(self, *, resource_id: str | None = None, metadata: Any = None, page: int = 0,
                      per_page: int | bool = 100, order_by: Mapping[str, str] | None = None) -> ThreadPage:
-        if not is_count(page):
-            raise InvalidArgumentError("page must be >= 0")
-        if per_page is not False and not is_count(per_page):
-            raise InvalidArgumentError("perPage must be >= 0")
-        if per_page is False and page != 0:
-            raise InvalidArgumentError("page must be 0 when perPage is false")
-        field, direction = _thread_order(order_by)
+        check_thread_paging(page, per_page)
+        field, direction = thread_order(order_by)
         where, params = thread_filter_sql(validate_thread_filter(metadata))
         if resource_id is not None:
             where += " AND resource_id = ?"
@@ -546,15 +541,6 @@ def _thread(row: Sequence[Any]) -> Thread:
     )
 
 
-def _thread_order(order_by: Mapping[str, str] | None) -> tuple[str, str]:
-    order_by = order_by or {}
-    field = order_by.get("field", "created_at")
-    direction = str(order_by.get("direction", "DESC")).upper()
-    if field not in ("created_at", "updated_at"):
-        raise InvalidArgumentError(f"order_by.field must be 'created_at' or 'updated_at', got {field!r}")
-    if direction not in ("ASC", "DESC"):
-        raise InvalidArgumentError(f"order_by.direction must be 'ASC' or 'DESC', got {direction!r}")
-    return field, direction
 
 
 

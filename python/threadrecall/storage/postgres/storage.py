@@ -24,13 +24,13 @@ from psycopg import errors, sql
 from psycopg_pool import ConnectionPool
 
 from ... import _core
-from ...config import is_count
 from ...errors import InvalidArgumentError, ThreadNotFoundError
 from ...types import Message, Resource, Thread, ThreadPage, dumps, to_utc
 from ..base import Changes
 from ..replica import Replica
 from ..rows import MessageRow, from_micros, message_of, payload, to_micros
 from ..thread_filter import validate_thread_filter
+from ..thread_listing import check_thread_paging, thread_order
 from . import queries as q
 from .containment import filter_form, filter_value
 from .schema import migrate, quoted_schema
@@ -261,13 +261,8 @@ class PostgresStorage:
 
     def list_threads(self, *, resource_id: str | None = None, metadata: Any = None, page: int = 0,
                      per_page: int | bool = 100, order_by: Mapping[str, str] | None = None) -> ThreadPage:
-        if not is_count(page):
-            raise InvalidArgumentError("page must be >= 0")
-        if per_page is not False and not is_count(per_page):
-            raise InvalidArgumentError("perPage must be >= 0")
-        if per_page is False and page != 0:
-            raise InvalidArgumentError("page must be 0 when perPage is false")
-        field_, direction = _thread_order(order_by)
+        check_thread_paging(page, per_page)
+        field_, direction = thread_order(order_by)
         wanted = validate_thread_filter(metadata)
         shape = (resource_id is not None, bool(wanted), field_, direction)
         query = self._thread_pages.get(shape)
@@ -494,15 +489,6 @@ def _thread_params(threads: Sequence[Thread]) -> dict[str, Any]:
     }
 
 
-def _thread_order(order_by: Mapping[str, str] | None) -> tuple[str, str]:
-    order_by = order_by or {}
-    field_ = order_by.get("field", "created_at")
-    direction = str(order_by.get("direction", "DESC")).upper()
-    if field_ not in ("created_at", "updated_at"):
-        raise InvalidArgumentError(f"order_by.field must be 'created_at' or 'updated_at', got {field_!r}")
-    if direction not in ("ASC", "DESC"):
-        raise InvalidArgumentError(f"order_by.direction must be 'ASC' or 'DESC', got {direction!r}")
-    return field_, direction
 
 
 def _count(name: str, value: Any) -> int:
