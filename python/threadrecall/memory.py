@@ -218,7 +218,10 @@ class Memory:
                         f"Thread with id {thread_id} is for resource with id {existing.resource_id} "
                         f"but resource {resource_id} tried to create it."
                     )
-            return self.storage.save_thread(thread)
+            stored = self.storage.save_thread(thread)
+            if thread_id is not None and existing is not None and existing.metadata != stored.metadata:
+                self._retag(stored)
+            return stored
 
     def get_thread_by_id(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
         """The thread, or None when it does not exist or ``resource_id`` does not own it.
@@ -284,9 +287,13 @@ class Memory:
         >>> memory.update_thread("t1", title="Renamed", metadata={"b": 2}).metadata
         {'a': 1, 'b': 2}
 """
-        return self.storage.update_thread(
-            check_thread_id(thread_id), title=title_of(title), metadata=json_mapping(metadata, "metadata"),
-        )
+        check_thread_id(thread_id)
+        changes = json_mapping(metadata, "metadata")
+        with self.storage.transaction():
+            thread = self.storage.update_thread(thread_id, title=title_of(title), metadata=changes)
+            if changes:
+                self._retag(thread)
+        return thread
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread with its messages and their vectors (a missing thread is not an error).
@@ -380,7 +387,7 @@ class Memory:
 """
         updates = [update_of(m) for m in sequence(messages, "messages")]
         with self.storage.transaction():
-            changed, moved, before = [], [], []
+            changed, moved, before, retagged = [], [], [], []
             for patch in updates:
                 current = self.storage.get_message(patch["id"])
                 if current is None:
@@ -391,10 +398,15 @@ class Memory:
                         current.search_text, current.thread_id, current.role):
                     moved.append(new)
                     before.append(current)
+                elif (new.metadata, new.resource_id) != (current.metadata, current.resource_id):
+                    retagged.append(new.id)
             threads = self._ensure_threads(changed)
             stored = self.storage.save_messages(changed)
             if self._embeds and moved:
                 self.index.write(self.index.prepare(moved), {m.id: m for m in stored}, threads, before)
+            if self._embeds and retagged:
+                wanted = set(retagged)
+                self.index.retag([m for m in stored if m.id in wanted], threads)
             return stored
 
     def delete_messages(self, ids: Iterable[str | Mapping[str, Any]]) -> None:
@@ -652,6 +664,12 @@ class Memory:
         return self.working_memory.template()
 
     # ----------------------------------------------------------------------------- internals
+
+    def _retag(self, thread: Thread) -> None:
+        """Carry a thread's new metadata to its messages' vectors (in the open transaction)."""
+        if not self._embeds:
+            return
+        self.index.retag(self.storage.thread_messages(thread.id), {thread.id: thread})
 
     def _stored(self, ids: Iterable[str]) -> list[Message]:
         """The stored versions of the messages with these ids (unknown ids skipped)."""

@@ -4,9 +4,11 @@ One write path serves ``Memory`` and the ``SemanticRecall`` processor. A message
 text (``Message.search_text``: its text, after ``"<speaker>: "`` when ``metadata["speaker"]``
 names who said it) is cut into chunks of at most ``CHUNK_CHARS`` characters; chunk ``k`` of message ``m`` is
 stored under the vector id ``m#k`` with metadata naming the message, its thread, resource, role,
-creation time, and the thread's own metadata (so a vector filter can select by it). Vectors are
-written through the vector store in the caller's transaction, so messages and their vectors land
-together or not at all.
+creation time, the message's own metadata and its thread's (so a vector filter can select by
+either; a key in both takes the message's value). Vectors are written through the vector store
+in the caller's transaction, so messages and their vectors land together or not at all; when a
+thread's or a message's metadata changes, its vectors' metadata is rewritten in the same
+transaction (``MessageIndex.retag``).
 """
 
 from __future__ import annotations
@@ -172,6 +174,25 @@ class MessageIndex:
             metadata.append(vector_metadata(m, threads.get(m.thread_id)))
         self.vector.upsert(self.name, embedded.vectors, ids=ids, metadata=metadata)
 
+    def retag(self, messages: Sequence[Message], threads: Mapping[str, Thread]) -> None:
+        """Rewrite the metadata of these stored messages' vectors (after a change to their
+        own or their thread's metadata), keeping the vectors when the store can (its
+        ``update_metadata``); other stores get the messages embedded again."""
+        if not messages:
+            return
+        self.ensure()
+        update = getattr(self.vector, "update_metadata", None)
+        if update is None:
+            self.write(self.prepare(messages), {m.id: m for m in messages}, threads, messages)
+            return
+        ids, metadata = [], []
+        for m in messages:
+            record = vector_metadata(m, threads.get(m.thread_id))
+            for vid in vector_ids(m):
+                ids.append(vid)
+                metadata.append(record)
+        update(self.name, ids, metadata)
+
     def remove(self, messages: Iterable[Message]) -> None:
         """Drop the vectors of these stored messages (by id: no scan of the index)."""
         ids = [vid for m in messages for vid in vector_ids(m)]
@@ -201,7 +222,18 @@ def vector_ids(message: Message) -> list[str]:
 
 
 def vector_metadata(message: Message, thread: Thread | None) -> dict[str, Any]:
+    """What a message's vectors carry for filters: its thread's metadata, its own metadata
+    over it, then the message fields (which no metadata key overrides).
+
+    >>> from threadrecall.types import Message
+    >>> m = Message.from_dict({"id": "m1", "thread_id": "t1", "resource_id": "u", "role": "user",
+    ...                        "content": "Hi", "metadata": {"lang": "fr", "role": "x"},
+    ...                        "created_at": "2024-05-01T12:00:00+00:00"})
+    >>> vector_metadata(m, Thread(id="t1", resource_id="u", metadata={"lang": "en", "topic": "a"}))
+    {'lang': 'fr', 'topic': 'a', 'message_id': 'm1', 'thread_id': 't1', 'resource_id': 'u', 'role': 'user', 'created_at': '2024-05-01T12:00:00+00:00'}
+    """
     base = {k: v for k, v in (thread.metadata if thread else {}).items() if k not in RESERVED_KEYS}
+    base.update((k, v) for k, v in (message.metadata or {}).items() if k not in RESERVED_KEYS)
     return {
         **base,
         "message_id": message.id,

@@ -417,6 +417,44 @@ class HnswVectorStore:
                     functools.partial(self._apply_upsert, name, generation, rows_ids, rows, texts))
         return ids
 
+    def update_metadata(self, name: str, ids: Sequence[str], metadata: Sequence[dict[str, Any]]) -> list[str]:
+        """Replace the metadata of stored vectors, keeping the vectors; returns the ids that
+        were stored (unknown ids are skipped).
+
+        Args:
+            name: the index.
+            ids: the vectors to change.
+            metadata: one JSON dict per id, replacing the stored one.
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("docs", 2)
+        >>> _ = store.upsert("docs", [[1, 0]], ids=["a"], metadata=[{"k": 1}])
+        >>> store.update_metadata("docs", ["a", "unknown"], [{"k": 2}, {"k": 3}])
+        ['a']
+        >>> [r.id for r in store.query("docs", [1, 0], filter={"k": 2})]
+        ['a']
+"""
+        dimension = self._info(name)[0]
+        ids, metadata = list(ids), list(metadata)
+        if len(ids) != len(metadata):
+            raise InvalidArgumentError(f"{len(ids)} ids but {len(metadata)} metadata entries")
+        if any(not isinstance(m, dict) for m in metadata):
+            raise InvalidArgumentError("each metadata entry must be a dict")
+        with self.rows.transaction():
+            stored: dict[str, bytes] = {}
+            for start in range(0, len(ids), 1_000):
+                stored.update((r[0], bytes(r[2])) for r in self.rows.fetch(name, ids[start:start + 1_000], vectors=True))
+            keep = [k for k, i in enumerate(ids) if i in stored]
+            if not keep:
+                return []
+            found = [ids[k] for k in keep]
+            blob = b"".join(stored[i] for i in found)
+            if len(blob) != len(found) * dimension * 4:
+                raise IndexCorruptError(f"a stored vector of {name} is not {dimension} float32 values")
+            matrix = np.frombuffer(blob, dtype="<f4").astype(np.float32).reshape(len(found), dimension)
+            self.upsert(name, matrix, ids=found, metadata=[metadata[k] for k in keep])
+        return found
+
     def query(
         self,
         name: str,
