@@ -1,13 +1,21 @@
-"""The default vector store: vectors in DuckDB, searched through the Rust HNSW index.
+"""The default vector store: vectors in the database, searched through the Rust HNSW index.
 
-DuckDB holds the truth — every vector (a BLOB of little-endian float32), its metadata, and a
-generation counter per index that each write bumps. The HNSW graph is a cache of it, kept in
-memory and saved beside the database as ``<db path>.<index name>.hnsw`` tagged with the
-generation it reflects. On first use an index file is loaded if its generation matches,
-caught up if it lags (rows written and ids deleted after its generation are replayed), and
-rebuilt if it is missing or unreadable.
-Writes land in DuckDB inside one transaction and reach the graph only after it commits, so a
-rolled-back outer transaction leaves the index untouched.
+The database holds the truth — every vector (little-endian float32 bytes), its metadata, and a
+generation per index that orders the writes — through one of two row backends
+(``rows_duckdb``, ``rows_postgres``; the interface is ``rows.Rows``). The HNSW graph is a cache
+of it, kept in memory.
+
+Over DuckDB (one process per file) the graph follows this process's commits, and is saved
+beside the database as ``<db path>.<index name>.hnsw`` tagged with the generation it
+reflects. On first use an index file is loaded if its generation matches, caught up if it lags
+(rows written and ids deleted after its generation are replayed), and rebuilt if it is missing
+or unreadable.
+Over PostgreSQL (any number of processes) each process builds its graph from the rows in the
+database on first use, and before each search brings it up to date with one query: the
+index's generation and what changed since the graph's (see ``rows_postgres``). No index file
+is kept there: the database is the only copy that counts.
+Writes land in the database inside the caller's transaction and reach the graph only after it
+commits, so a rolled-back outer transaction leaves the index untouched.
 
 A committed vector is searchable at once but joins the graph later: a background daemon thread
 links waiting vectors a small chunk at a time (each chunk holds the index's write lock only
@@ -200,7 +208,7 @@ def _private(db: Any, handle: Any) -> bool:
 
 
 class HnswVectorStore:
-    """Named vector indexes in DuckDB, searched through an in-memory HNSW graph.
+    """Named vector indexes in DuckDB or PostgreSQL, searched through an in-memory HNSW graph.
 
     >>> store = HnswVectorStore()
     >>> store.create_index("docs", 3)
@@ -218,7 +226,9 @@ class HnswVectorStore:
 
     Args:
         storage: a ``DuckDBStorage``, a ``Database``, a database path, or ``None`` for an
-            in-memory database; the vectors live there, the index files beside it.
+            in-memory database (the vectors live there, the index files beside it); or a
+            ``PostgresStorage`` (the vectors live in its schema, shared by every process, and
+            each process's graph is a cache of them).
         m: graph links per vector (more: better recall, more memory).
         ef_construction: the candidate list while linking (more: a better graph, slower writes).
         ef_search: the candidate list while searching; ``None`` lets the planner choose.
