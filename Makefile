@@ -9,7 +9,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 install: $(PY)
-	$(PY) -m pip install -q -e ".[test,local]"
+	$(PY) -m pip install -q -e ".[test,local,integrations]"
 
 demo: install
 	$(VENV)/bin/threadrecall demo

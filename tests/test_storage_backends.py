@@ -43,12 +43,6 @@ def ids(rows):
     return [r[0] for r in rows]
 
 
-def duckdb_diverges(store, reason):
-    """Mark a DuckDB run as an expected failure where its behaviour still differs."""
-    if isinstance(store, DuckDBStorage):
-        pytest.xfail(reason)
-
-
 # ----------------------------------------------------------------------------- threads
 
 
@@ -220,7 +214,6 @@ def test_window_brings_neighbours_of_the_same_thread_and_resource(store):
 
 
 def test_a_transaction_commits_whole_and_nested_calls_join_it(store):
-    duckdb_diverges(store, "DuckDB reads messages from the replica, which sees only commits")
     store.save_thread(Thread("t1", "r1"))
     seen = []
     with store.transaction():
@@ -240,8 +233,6 @@ def test_a_transaction_commits_whole_and_nested_calls_join_it(store):
 
 
 def test_other_threads_do_not_see_an_open_transaction(store):
-    if isinstance(store, DuckDBStorage):
-        pytest.skip("DuckDB serialises writers of one database: the other thread would wait")
     store.save_thread(Thread("t1", "r1"))
     seen = []
     with store.transaction():
@@ -256,7 +247,6 @@ def test_other_threads_do_not_see_an_open_transaction(store):
 
 
 def test_the_change_feed_gives_each_ids_last_change(store):
-    duckdb_diverges(store, "DuckDB cannot delete a message saved in the same open transaction")
     store.save_threads([Thread("t1", "r1"), Thread("t2", "r1")])
     start = store.changes_since(0).position
     store.save_messages([msg(1), msg(2), msg(3, "t2")])

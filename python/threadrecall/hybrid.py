@@ -28,7 +28,7 @@ from .semantic import MessageIndex, vector_metadata
 from .storage.base import Storage
 
 __all__ = ["CANDIDATES", "LEXICAL_WEIGHT", "NEIGHBOUR_WEIGHT", "RRF_K", "SIDE_NEIGHBOUR_WEIGHT",
-           "lexical_scores", "ranked_ids"]
+           "lexical_scores", "ranked_ids", "ranked_scores"]
 
 # A small k keeps the fused order close to each ranking's head, where the evidence usually is.
 RRF_K = 5
@@ -59,12 +59,14 @@ def lexical_scores(storage: Storage, query: str, top_k: int, scope: Mapping[str,
         k *= 4
 
 
-def ranked_ids(semantic: Any, storage: Storage, index: MessageIndex | None, query: str,
-               scope: Mapping[str, str]) -> list[str]:
-    """The ids of the best ``semantic.top_k`` messages for ``query`` under ``semantic.mode``."""
+def ranked_scores(semantic: Any, storage: Storage, index: MessageIndex | None, query: str,
+                  scope: Mapping[str, str]) -> dict[str, float]:
+    """The best ``semantic.top_k`` messages for ``query`` under ``semantic.mode``, best first,
+    with their scores: the cosine similarity in vector mode, the smoothed BM25 score in lexical
+    mode, the fused score in hybrid mode."""
     flt = dict(semantic.filter) if semantic.filter else None
     if semantic.mode == "vector":
-        return _vector_ids(index, query, semantic.top_k, scope, flt, semantic.threshold)
+        return _vector_scores(index, query, semantic.top_k, scope, flt, semantic.threshold)
     depth = max(semantic.top_k, CANDIDATES)
     resource_id = scope.get("resource_id")
     scores = lexical_scores(storage, query, depth, scope, flt)
@@ -75,13 +77,15 @@ def ranked_ids(semantic: Any, storage: Storage, index: MessageIndex | None, quer
         fused = storage.replica.timeline.fuse(list(scores.items()), list(vector.items()), SIDE_NEIGHBOUR_WEIGHT,
                                       LEXICAL_WEIGHT, RRF_K, NEIGHBOUR_WEIGHT, resource_id, entrants,
                                       semantic.top_k)
-        return [i for i, _ in fused]
-    return list(_with_neighbours(storage, scores, resource_id, flt, NEIGHBOUR_WEIGHT))[:semantic.top_k]
+        return dict(fused)
+    smoothed = _with_neighbours(storage, scores, resource_id, flt, NEIGHBOUR_WEIGHT)
+    return dict(list(smoothed.items())[:semantic.top_k])
 
 
-def _vector_ids(index: MessageIndex | None, query: str, top_k: int, scope: Mapping[str, str],
-                flt: Mapping[str, Any] | None, threshold: float | None) -> list[str]:
-    return list(_vector_scores(index, query, top_k, scope, flt, threshold))
+def ranked_ids(semantic: Any, storage: Storage, index: MessageIndex | None, query: str,
+               scope: Mapping[str, str]) -> list[str]:
+    """The ids of ``ranked_scores``, best first."""
+    return list(ranked_scores(semantic, storage, index, query, scope))
 
 
 def _vector_scores(index: MessageIndex | None, query: str, top_k: int, scope: Mapping[str, str],

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -19,7 +20,7 @@ from .errors import (
     ThreadNotFoundError,
 )
 from .extractors import Extractor
-from .hybrid import ranked_ids
+from .hybrid import ranked_scores
 from .incoming import (
     apply_update,
     check_id,
@@ -67,6 +68,8 @@ RESOURCE_SCOPE_WITHOUT_RESOURCE = (
 S = TypeVar("S")
 P = ParamSpec("P")
 R = TypeVar("R")
+
+logger = logging.getLogger("threadrecall")
 
 
 # Set while an ``atransaction()`` is open in the current task: its calls then run on the task's
@@ -316,11 +319,15 @@ class Memory:
 
     # ----------------------------------------------------------------------------- messages
 
-    def save_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
-        """Upsert messages by id; ids and times are filled in when absent.
+    def save_messages(self, messages: Iterable[Message | Mapping[str, Any]], *,
+                      keep_system: bool = False) -> list[Message]:
+        """Upsert messages by id; ids and times are filled in when absent; returns what was stored.
 
-        System messages are not stored (they are instructions, not conversation), nor is
-        working-memory data (``<working_memory>`` tags, ``updateWorkingMemory`` tool calls).
+        System messages are not stored by default (they are instructions, not conversation):
+        each one left out is logged as a warning on the ``threadrecall`` logger and is absent
+        from the returned list. ``keep_system=True`` stores them like any other message, for
+        callers whose system or developer messages are part of the history. Working-memory
+        data (``<working_memory>`` tags, ``updateWorkingMemory`` tool calls) is never stored.
         A message whose thread does not exist creates it when the message names its
         ``resource_id``. Every message is checked before anything is written: a call that
         raises has stored nothing.
@@ -328,6 +335,7 @@ class Memory:
         Args:
             messages: ``Message`` objects or dicts with the keys of ``Message.to_dict()``
                 (``content`` may be a ``str``); embedded when semantic recall is on.
+            keep_system: store system messages too, instead of leaving them out with a warning.
 
         >>> memory = Memory()
         >>> saved = memory.save_messages([
@@ -340,7 +348,13 @@ class Memory:
         ...
         threadrecall.errors.UnsupportedValueError: a message without an id: metadata key 'b' holds a value of type bytes, which JSON cannot store
 """
-        latest = {m.id: m for m in map(incoming_message, sequence(messages, "messages")) if m.role != "system"}
+        given = [incoming_message(m) for m in sequence(messages, "messages")]
+        if not keep_system and any(m.role == "system" for m in given):
+            dropped = [m.id for m in given if m.role == "system"]
+            logger.warning("save_messages: %d system message(s) not stored (pass keep_system=True "
+                           "to store them): %s", len(dropped), ", ".join(dropped))
+            given = [m for m in given if m.role != "system"]
+        latest = {m.id: m for m in given}
         incoming = [m for m in map(strip_working_memory, latest.values()) if m is not None]
         embedded = self.index.prepare(incoming) if self._embeds else None
         with self.storage.transaction():
@@ -396,10 +410,10 @@ class Memory:
                 changed.append(new)
                 if (new.search_text, new.thread_id, new.role) != (
                         current.search_text, current.thread_id, current.role):
-                    moved.append(new)
+                    moved.append(new)  # embedded again
                     before.append(current)
                 elif (new.metadata, new.resource_id) != (current.metadata, current.resource_id):
-                    retagged.append(new.id)
+                    retagged.append(new.id)  # the same vectors, new metadata
             threads = self._ensure_threads(changed)
             stored = self.storage.save_messages(changed)
             if self._embeds and moved:
@@ -408,6 +422,37 @@ class Memory:
                 wanted = set(retagged)
                 self.index.retag([m for m in stored if m.id in wanted], threads)
             return stored
+
+    def get_messages(self, ids: Iterable[str], *, resource_id: str | None = None) -> list[Message]:
+        """The messages with these ids, in the order given; unknown ids are skipped, and so is
+        a repeated id after its first place.
+
+        With ``resource_id``, a message of another resource is skipped too, as if it did not
+        exist (as ``get_thread_by_id`` does for threads): no error tells one caller that
+        another resource's message exists.
+
+        >>> memory = Memory()
+        >>> _ = memory.create_thread("user-1", thread_id="t1")
+        >>> a, b = memory.save_messages([{"thread_id": "t1", "role": "user", "content": c, "id": i}
+        ...                              for i, c in [("a", "Hi"), ("b", "Bye")]])
+        >>> [m.text for m in memory.get_messages(["b", "nope", "a"])]
+        ['Bye', 'Hi']
+        >>> memory.get_messages(["a"], resource_id="user-2")
+        []
+        """
+        if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):
+            raise InvalidArgumentError("ids must be a list of message ids")
+        wanted = list(ids)
+        for item in wanted:
+            check_id(item, "message id")
+        if resource_id is not None:
+            check_id(resource_id, "resource_id")
+        found = self._stored(dict.fromkeys(wanted))
+        if resource_id is None:
+            return found
+        threads = self.storage.get_threads({m.thread_id for m in found if m.resource_id is None})
+        return [m for m in found
+                if (m.resource_id or getattr(threads.get(m.thread_id), "resource_id", None)) == resource_id]
 
     def delete_messages(self, ids: Iterable[str | Mapping[str, Any]]) -> None:
         """Delete messages by id (or ``{"id": ...}`` entries); unknown ids are ignored.
@@ -521,15 +566,22 @@ class Memory:
         if resource_id:
             self._check_owner(thread_id, resource_id,
                               resource_scope=semantic is not None and semantic.scope == "resource")
+        scores: dict[str, float] = {}
         if search:
-            includes += self._semantic_includes(vector_search_string, semantic, thread_id, resource_id)
+            scores = self._semantic_scores(vector_search_string, semantic, thread_id, resource_id)
+            before, after = semantic.range()
+            includes += [Include(i, before, after) for i in scores]
         effective = per_page if per_page is not None else (0 if history_off else config.last_messages)
         query = HistoryQuery(
             thread_id=thread_id, resource_id=resource_id, per_page=effective, page=page,
             date_range=date_range, metadata=metadata, order_by=order_by,
             after_id=after_id, before_id=before_id,
         )
-        return read_history(self.storage, query, includes)
+        result = read_history(self.storage, query, includes)
+        if not scores:
+            return result
+        shown = {m.id for m in result.messages}
+        return replace(result, scores={i: s for i, s in scores.items() if i in shown})
 
     # ----------------------------------------------------------------------------- summaries
 
@@ -675,13 +727,11 @@ class Memory:
         """The stored versions of the messages with these ids (unknown ids skipped)."""
         return self.storage.get_messages(ids)
 
-    def _semantic_includes(self, query: str, semantic: Any, thread_id: str,
-                           resource_id: str | None) -> list[Include]:
-        """The best matches for ``query`` (by ``semantic.mode``) as includes with neighbours."""
+    def _semantic_scores(self, query: str, semantic: Any, thread_id: str,
+                         resource_id: str | None) -> dict[str, float]:
+        """The best matches for ``query`` (by ``semantic.mode``) with their scores, best first."""
         scope = {"resource_id": resource_id} if semantic.scope == "resource" else {"thread_id": thread_id}
-        before, after = semantic.range()
-        ids = ranked_ids(semantic, self.storage, self.index, query, scope)
-        return [Include(i, before, after) for i in ids]
+        return ranked_scores(semantic, self.storage, self.index, query, scope)
 
     def _check_owner(self, thread_id: str, resource_id: str, *, resource_scope: bool) -> None:
         thread = self.storage.get_thread(thread_id)
@@ -719,6 +769,7 @@ class Memory:
     asave_messages = async_twin(save_messages)
     aupdate_messages = async_twin(update_messages)
     adelete_messages = async_twin(delete_messages)
+    aget_messages = async_twin(get_messages)
     arecall = async_twin(recall)
     aget_working_memory = async_twin(get_working_memory)
     aupdate_working_memory = async_twin(update_working_memory)

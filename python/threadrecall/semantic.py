@@ -222,20 +222,11 @@ def vector_ids(message: Message) -> list[str]:
 
 
 def vector_metadata(message: Message, thread: Thread | None) -> dict[str, Any]:
-    """What a message's vectors carry for filters: its thread's metadata, its own metadata
-    over it, then the message fields (which no metadata key overrides).
-
-    >>> from threadrecall.types import Message
-    >>> m = Message.from_dict({"id": "m1", "thread_id": "t1", "resource_id": "u", "role": "user",
-    ...                        "content": "Hi", "metadata": {"lang": "fr", "role": "x"},
-    ...                        "created_at": "2024-05-01T12:00:00+00:00"})
-    >>> vector_metadata(m, Thread(id="t1", resource_id="u", metadata={"lang": "en", "topic": "a"}))
-    {'lang': 'fr', 'topic': 'a', 'message_id': 'm1', 'thread_id': 't1', 'resource_id': 'u', 'role': 'user', 'created_at': '2024-05-01T12:00:00+00:00'}
-    """
-    base = {k: v for k, v in (thread.metadata if thread else {}).items() if k not in RESERVED_KEYS}
-    base.update((k, v) for k, v in (message.metadata or {}).items() if k not in RESERVED_KEYS)
+    """What a vector filter sees of a message: its thread's metadata, then its own (which wins
+    on a shared key), then the reserved fields (which win over both)."""
+    base = {**(thread.metadata if thread else {}), **message.metadata}
     return {
-        **base,
+        **{k: v for k, v in base.items() if k not in RESERVED_KEYS},
         "message_id": message.id,
         "thread_id": message.thread_id,
         "resource_id": message.resource_id or "",

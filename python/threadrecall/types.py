@@ -244,7 +244,12 @@ class Resource:
 
 @dataclass(frozen=True)
 class RecallResult:
-    """What ``Memory.recall`` returns."""
+    """What ``Memory.recall`` returns.
+
+    ``scores`` maps the id of each message semantic recall found to its score (the cosine
+    similarity in vector mode, the ranking score in lexical and hybrid modes); the neighbours
+    it brought along and the history page have none.
+    """
 
     messages: list[Message]
     total: int
@@ -252,6 +257,7 @@ class RecallResult:
     per_page: int | bool
     has_more: bool
     usage: dict[str, int] | None = None
+    scores: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -261,7 +267,26 @@ class RecallResult:
             "per_page": self.per_page,
             "has_more": self.has_more,
             "usage": self.usage,
+            "scores": dict(self.scores),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RecallResult":
+        """The inverse of ``to_dict`` (``scores`` may be absent).
+
+        >>> r = RecallResult([], 0, 0, 10, False, scores={"m1": 0.5})
+        >>> RecallResult.from_dict(r.to_dict()) == r
+        True
+        """
+        return cls(
+            messages=[Message.from_dict(m) for m in data.get("messages") or ()],
+            total=data["total"],
+            page=data["page"],
+            per_page=data["per_page"],
+            has_more=data["has_more"],
+            usage=data.get("usage"),
+            scores={str(k): float(v) for k, v in (data.get("scores") or {}).items()},
+        )
 
 
 @dataclass(frozen=True)

@@ -250,6 +250,7 @@ class DuckDBStorage:
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread and its messages (a missing thread is not an error)."""
         with self.db.transaction() as tx:
+            self.db.scratch["messages_written"] = True
             tx.execute("DELETE FROM messages WHERE thread_id = ?", [thread_id])
             tx.execute("DELETE FROM threads WHERE id = ?", [thread_id])
             self._forget_threads([thread_id])
@@ -316,24 +317,43 @@ class DuckDBStorage:
     # ----------------------------------------------------------------------------- messages
 
     def get_message(self, message_id: str) -> Message | None:
-        row = self.timeline.get(message_id)
+        row = self._view(ids=[message_id]).get(message_id)
         return message_of(row) if row else None
 
     def get_messages(self, message_ids: Iterable[str]) -> list[Message]:
-        timeline = self.timeline
-        return [message_of(row) for i in message_ids if (row := timeline.get(i))]
+        wanted = list(message_ids)
+        view = self._view(ids=wanted)
+        return [message_of(row) for i in wanted if (row := view.get(i))]
 
     def page(self, thread_id: str, **query: Any) -> tuple[list[MessageRow], int]:
-        return self.timeline.page(thread_id, **query)
+        return self._view(threads=[thread_id]).page(thread_id, **query)
 
     def window(self, includes: Sequence[tuple[str, int, int]],
                resource_id: str | None = None) -> list[MessageRow]:
-        return self.timeline.window(list(includes), resource_id)
+        view = self._view(threads_of=[i[0] for i in includes])
+        return view.window(list(includes), resource_id)
 
     def thread_messages(self, thread_id: str) -> list[Message]:
         """Every message of a thread, oldest first."""
-        rows, _ = self.timeline.page(thread_id)
+        rows, _ = self._view(threads=[thread_id]).page(thread_id)
         return [message_of(r) for r in rows]
+
+    def _view(self, *, ids: Sequence[str] = (), threads: Sequence[str] = (),
+              threads_of: Sequence[str] = ()) -> Any:
+        """The timeline that reads see: the replica's, or inside a transaction that has written
+        messages, one holding the transaction's own view of the messages asked about (given
+        ids, whole threads, or the whole threads of given ids), read from the database."""
+        if not (self.db.in_transaction and self.db.scratch.get("messages_written")):
+            return self.timeline
+        view = Replica()
+        where = ("id IN (SELECT unnest(?))" if ids else
+                 "thread_id IN (SELECT unnest(?))" if threads else
+                 "thread_id IN (SELECT thread_id FROM messages WHERE id IN (SELECT unnest(?)))")
+        rows = self.db.cursor().execute(
+            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {_PAYLOAD_SQL}, metadata "
+            f"FROM messages WHERE {where}", [list(ids or threads or threads_of)]).fetchall()
+        view.upsert_rows([r[:6] for r in rows], metadata_json=[r[6] for r in rows])
+        return view.timeline
 
     def save_messages(self, messages: Sequence[Message]) -> list[Message]:
         """Upsert complete messages by id in one transaction.
@@ -352,8 +372,10 @@ class DuckDBStorage:
             replacing = not self._unsaved.isdisjoint(latest)
             self._unsaved.update(latest)
             self.db.on_commit(self._unsaved.clear)
+            view = self._view(ids=list(latest))
+            self.db.scratch["messages_written"] = True
             for m in latest.values():
-                existing = self.timeline.get(m.id)
+                existing = view.get(m.id)
                 if existing is None:
                     self._seq += 1
                     seqs.append(self._seq)
@@ -376,11 +398,14 @@ class DuckDBStorage:
 
     def delete_messages(self, ids: Iterable[str]) -> list[str]:
         """Delete messages by id; unknown ids are ignored. Returns the ids that existed."""
-        found = [(i, row[1]) for i in dict.fromkeys(ids) if (row := self.timeline.get(i))]
+        wanted = list(dict.fromkeys(ids))
+        view = self._view(ids=wanted)
+        found = [(i, row[1]) for i in wanted if (row := view.get(i))]
         if not found:
             return []
         gone = [i for i, _ in found]
         with self.db.transaction() as tx:
+            self.db.scratch["messages_written"] = True
             tx.execute("DELETE FROM messages WHERE id IN (SELECT unnest(?))", [gone])
             self._touch_threads(tx, {t for _, t in found})
             self.db.on_commit(lambda: self._unmirror(gone))

@@ -1,0 +1,138 @@
+"""ThreadRecallSaver: LangGraph's checkpointer conformance suite and interrupted graph runs,
+on DuckDB files."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from typing import Annotated, TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.conformance")
+
+from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
+from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.types import Command, interrupt  # noqa: E402
+
+from threadrecall import Memory  # noqa: E402
+from threadrecall.integrations.langgraph import ThreadRecallSaver  # noqa: E402
+from threadrecall.storage import DuckDBStorage  # noqa: E402
+
+
+def test_every_base_capability_of_the_conformance_suite_passes(tmp_path):
+    made = []
+
+    @checkpointer_test(name="ThreadRecallSaver")
+    async def saver():
+        memory = Memory(storage=DuckDBStorage(tmp_path / f"cp{len(made)}.duckdb"))
+        made.append(memory)
+        yield ThreadRecallSaver(memory)
+        memory.close()
+
+    report = asyncio.run(validate(saver))
+    for capability in BASE_CAPABILITIES:
+        result = report.results[capability.value]
+        assert result.detected and result.passed, (capability.value, result.failures)
+        assert result.tests_passed > 0 and result.tests_failed == 0
+    assert len(made) >= len(BASE_CAPABILITIES)
+
+
+class State(TypedDict):
+    steps: Annotated[list[str], operator.add]
+
+
+def approval_graph(saver):
+    def draft(state):
+        return {"steps": ["drafted"]}
+
+    def review(state):
+        answer = interrupt({"question": "approve?", "so_far": state["steps"]})
+        return {"steps": [f"reviewed:{answer}"]}
+
+    def publish(state):
+        return {"steps": ["published"]}
+
+    builder = StateGraph(State)
+    builder.add_node("draft", draft)
+    builder.add_node("review", review)
+    builder.add_node("publish", publish)
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", "review")
+    builder.add_edge("review", "publish")
+    builder.add_edge("publish", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_an_interrupted_run_resumes_from_the_file_in_a_new_process_state(tmp_path):
+    path = tmp_path / "graph.duckdb"
+    config = {"configurable": {"thread_id": "review-1"}}
+    with Memory(storage=DuckDBStorage(path)) as memory:
+        graph = approval_graph(ThreadRecallSaver(memory))
+        first = graph.invoke({"steps": []}, config)
+        assert first["steps"] == ["drafted"]
+        (pending,) = first["__interrupt__"]
+        assert pending.value == {"question": "approve?", "so_far": ["drafted"]}
+        assert graph.get_state(config).next == ("review",)
+    with Memory(storage=DuckDBStorage(path)) as memory:  # reopened: nothing kept in memory
+        graph = approval_graph(ThreadRecallSaver(memory))
+        assert graph.get_state(config).next == ("review",)
+        done = graph.invoke(Command(resume="yes"), config)
+        assert done["steps"] == ["drafted", "reviewed:yes", "published"]
+        history = list(graph.get_state_history(config))
+        assert history[0].values["steps"] == done["steps"] and history[0].next == ()
+        assert len(history) >= 4
+
+
+def test_an_interrupted_async_run_resumes(tmp_path):
+    config = {"configurable": {"thread_id": "review-2"}}
+
+    async def run():
+        with Memory(storage=DuckDBStorage(tmp_path / "async.duckdb")) as memory:
+            graph = approval_graph(ThreadRecallSaver(memory))
+            first = await graph.ainvoke({"steps": []}, config)
+            assert "__interrupt__" in first
+            done = await graph.ainvoke(Command(resume="no"), config)
+            return done["steps"]
+
+    assert asyncio.run(run()) == ["drafted", "reviewed:no", "published"]
+
+
+def test_threads_and_namespaces_stay_apart_and_delete_thread_removes_all(tmp_path):
+    with Memory(storage=DuckDBStorage(tmp_path / "m.duckdb")) as memory:
+        saver = ThreadRecallSaver(memory)
+        graph = approval_graph(saver)
+        for tid in ("a", "b"):
+            graph.invoke({"steps": []}, {"configurable": {"thread_id": tid}})
+        a = list(saver.list({"configurable": {"thread_id": "a"}}))
+        assert a and all(t.config["configurable"]["thread_id"] == "a" for t in a)
+        saver.delete_thread("a")
+        assert saver.get_tuple({"configurable": {"thread_id": "a"}}) is None
+        assert list(saver.list({"configurable": {"thread_id": "a"}})) == []
+        assert saver.get_tuple({"configurable": {"thread_id": "b"}}) is not None
+        # The checkpoints are messages of their own resource, apart from conversations.
+        assert {t.resource_id for t in memory.list_threads(per_page=False).threads} == {
+            "langgraph-checkpoints"}
+
+
+def test_the_latest_checkpoint_is_the_greatest_id_even_when_put_out_of_order(tmp_path):
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+
+    with Memory(storage=DuckDBStorage(tmp_path / "m.duckdb")) as memory:
+        saver = ThreadRecallSaver(memory)
+        older, newer = str(uuid6(clock_seq=1)), str(uuid6(clock_seq=2))
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        for cid in (newer, older):
+            saver.put(config, {**empty_checkpoint(), "id": cid}, {"step": 0}, {})
+        assert saver.get_tuple(config).checkpoint["id"] == newer
+        assert [t.checkpoint["id"] for t in saver.list(config)] == [newer, older]
+
+
+def test_a_config_without_thread_id_is_refused(tmp_path):
+    from threadrecall.errors import InvalidArgumentError
+
+    with Memory(storage=DuckDBStorage(tmp_path / "m.duckdb")) as memory:
+        with pytest.raises(InvalidArgumentError):
+            ThreadRecallSaver(memory).get_tuple({"configurable": {}})
