@@ -231,3 +231,29 @@ def test_an_id_written_twice_in_one_transaction_or_after_a_rollback_is_replaced(
     store.upsert("docs", [[1, 0, 0]], ids=["a"], metadata=[{"v": 4}])
     assert {r.id: r.metadata["v"] for r in store.query("docs", [1, 1, 1], top_k=5)} == {"a": 4, "b": 3}
     assert store.describe_index("docs").count == 2
+
+
+def test_each_thread_finds_its_own_write_on_its_next_search(store):
+    import threading
+
+    store.create_index("docs", 16)
+    rng = np.random.default_rng(5)
+    data = unit(rng, 400, 16)
+    misses, errors = [], []
+
+    def work(start):
+        try:
+            for i in range(start, 400, 4):
+                store.upsert("docs", data[i : i + 1], ids=[f"v{i}"], metadata=[{"n": i}])
+                if [h[0] for h in store.search_ids("docs", data[i], top_k=1)] != [f"v{i}"]:
+                    misses.append(i)
+        except Exception as exc:  # reported below, with the thread's other results
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and misses == []
+    assert store.describe_index("docs").count == 400
