@@ -675,8 +675,8 @@ class HnswVectorStore:
         loaded = self._loaded.get(name)  # a loaded index exists: no catalogue lookup needed
         if loaded is None:
             self._info(name)
-            return self._load(name)
-        if self.rows.shared:
+            loaded = self._load(name)
+        if self.rows.shared:  # also after a load: another thread may have read it earlier
             loaded = self._refresh(name, loaded)
         return loaded
 
@@ -692,8 +692,7 @@ class HnswVectorStore:
                 raise
             if delta.reset:  # deleted and created again elsewhere: rebuilt from nothing
                 self._forget(name)
-                self._info(name)
-                return self._load(name)
+                return self._current(name)
             if delta.generation == since and not delta.removed and not delta.total:
                 return loaded
             with self._lock:
