@@ -188,10 +188,10 @@ def hybrid_by_parts(memory, semantic, query, scope):
     def smooth(scores, weight):
         entrants = None
         if flt:
-            near = dict.fromkeys(n for pair in storage.timeline.adjacent(list(scores), resource_id)
+            near = dict.fromkeys(n for pair in storage.replica.timeline.adjacent(list(scores), resource_id)
                                  for n in pair if n is not None and n not in scores)
             entrants = hybrid._passing(storage, near, flt)
-        smoothed = dict(storage.timeline.smooth(list(scores.items()), weight, resource_id, entrants))
+        smoothed = dict(storage.replica.timeline.smooth(list(scores.items()), weight, resource_id, entrants))
         return sorted(smoothed, key=lambda i: -smoothed[i])
 
     fused = {}

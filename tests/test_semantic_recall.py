@@ -134,6 +134,53 @@ def test_semantic_filter_on_thread_metadata(projects, flt, expected):
     assert {m.thread_id for m in result.messages} == expected
 
 
+def found(memory, query="launch plan status update", mode="vector"):
+    config = {"semantic_recall": {"mode": mode}} if mode != "vector" else None
+    result = memory.recall("project-a", resource_id="r1", vector_search_string=query, thread_config=config)
+    return {m.id for m in result.messages}
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+def test_semantic_filter_on_message_metadata(semantic, mode):
+    memory = semantic(top_k=10, message_range=0, filter={"$and": [{"priority": "high"}, {"category": "work"}]})
+    for project, category in (("project-a", "work"), ("project-b", "home")):
+        memory.create_thread("r1", thread_id=project, metadata={"category": category})
+        memory.save_messages([
+            {"id": f"{project}-{p}", "thread_id": project, "role": "user", "metadata": {"priority": p},
+             "content": f"status update for the launch plan of {project}"} for p in ("high", "low")])
+    assert found(memory, mode=mode) == {"project-a-high"}
+
+
+def test_a_message_key_takes_precedence_over_its_threads(semantic):
+    memory = semantic(top_k=10, message_range=0, filter={"category": "work"})
+    memory.create_thread("r1", thread_id="project-a", metadata={"category": "home"})
+    memory.save_messages([
+        {"id": m, "thread_id": "project-a", "role": "user", "content": "status update for the launch plan",
+         **({"metadata": {"category": "work"}} if m == "own" else {})} for m in ("own", "inherited")])
+    assert found(memory) == {"own"}
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+def test_thread_and_message_metadata_changes_reach_the_vectors(semantic, mode):
+    memory = semantic(top_k=10, message_range=0, filter={"category": "work"})
+    memory.create_thread("r1", thread_id="project-a", metadata={"category": "home"})
+    save(memory, "project-a", [("user", "status update for the launch plan"), ("user", "launch plan notes")])
+    assert found(memory, mode=mode) == set()
+    memory.update_thread("project-a", metadata={"category": "work"})
+    assert found(memory, mode=mode) == {"project-a-0", "project-a-1"}
+    memory.update_messages([{"id": "project-a-1", "metadata": {"category": "home"}}])
+    assert found(memory, mode=mode) == {"project-a-0"}
+    memory.create_thread("r1", thread_id="project-a", metadata={"category": "home"})  # replaced
+    assert found(memory, mode=mode) == set()
+    memory.update_thread("project-a", metadata={"category": "work"})
+    assert found(memory, mode=mode) == {"project-a-0"}
+    with pytest.raises(RuntimeError):  # a rolled-back change leaves the vectors as they were
+        with memory.transaction():
+            memory.update_thread("project-a", metadata={"category": "home"})
+            raise RuntimeError("boom")
+    assert found(memory, mode=mode) == {"project-a-0"}
+
+
 def test_threshold_keeps_equal_scores_and_drops_lower(semantic, storage):
     memory = semantic(scope="thread", message_range=0, top_k=7)
     save(memory, "t1", WEATHER)

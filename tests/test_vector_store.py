@@ -24,11 +24,28 @@ def unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-@pytest.fixture
-def store() -> HnswVectorStore:
-    s = HnswVectorStore()
-    yield s
+@pytest.fixture(params=["duckdb", "postgres"])
+def backend(request):
+    """A store and the transaction of the database it keeps its rows in: an in-memory DuckDB,
+    then a PostgreSQL schema (the index a cache of the rows there)."""
+    if request.param == "duckdb":
+        db = Database(":memory:")
+        s = HnswVectorStore(db)
+        yield s, db.transaction
+        s.close()
+        return
+    from threadrecall.storage import PostgresStorage
+
+    pg = PostgresStorage(request.getfixturevalue("pg_dsn"), schema=request.getfixturevalue("pg_schema"))
+    s = HnswVectorStore(pg)
+    yield s, pg.transaction
     s.close()
+    pg.close()
+
+
+@pytest.fixture
+def store(backend) -> HnswVectorStore:
+    return backend[0]
 
 
 def filled(store: HnswVectorStore, n: int = 300, dim: int = 16, seed: int = 1):
@@ -153,19 +170,18 @@ def test_bad_input_raises_the_api_error(store, call, error):
     assert store.describe_index("docs").count == 1
 
 
-def test_outer_transaction_rollback_leaves_index_and_table_untouched():
-    db = Database(":memory:")
-    store = HnswVectorStore(db)
+def test_outer_transaction_rollback_leaves_index_and_table_untouched(backend):
+    store, transaction = backend
     store.create_index("docs", 3)
     store.upsert("docs", [[1, 0, 0]], ids=["keep"])
     with pytest.raises(RuntimeError):
-        with db.transaction():
+        with transaction():
             store.upsert("docs", [[0, 1, 0]], ids=["ghost"])
             store.delete_vectors("docs", ids=["keep"])
             raise RuntimeError("boom")
     assert [r.id for r in store.query("docs", [0, 1, 0], top_k=5)] == ["keep"]
     assert store.describe_index("docs").count == 1
-    with db.transaction():
+    with transaction():
         store.upsert("docs", [[0, 1, 0]], ids=["real"])
         assert [r.id for r in store.query("docs", [0, 1, 0], top_k=1)] == ["keep"]  # not yet
     assert store.query("docs", [0, 1, 0], top_k=1)[0].id == "real"
@@ -199,20 +215,45 @@ def test_accepts_a_storage_object_with_a_database(tmp_path):
         HnswVectorStore(object())
 
 
-def test_an_id_written_twice_in_one_transaction_or_after_a_rollback_is_replaced():
-    db = Database(":memory:")
-    store = HnswVectorStore(db)
+def test_an_id_written_twice_in_one_transaction_or_after_a_rollback_is_replaced(backend):
+    store, transaction = backend
     store.create_index("docs", 3)
-    with db.transaction():
+    with transaction():
         store.upsert("docs", [[1, 0, 0]], ids=["a"], metadata=[{"v": 1}])
         store.upsert("docs", [[0, 1, 0]], ids=["a"], metadata=[{"v": 2}])
     (hit,) = store.query("docs", [0, 1, 0], top_k=5)
     assert (hit.id, hit.metadata) == ("a", {"v": 2})
     with pytest.raises(RuntimeError):
-        with db.transaction():
+        with transaction():
             store.upsert("docs", [[0, 0, 1]], ids=["b"])
             raise RuntimeError("boom")
     store.upsert("docs", [[0, 0, 1]], ids=["b"], metadata=[{"v": 3}])
     store.upsert("docs", [[1, 0, 0]], ids=["a"], metadata=[{"v": 4}])
     assert {r.id: r.metadata["v"] for r in store.query("docs", [1, 1, 1], top_k=5)} == {"a": 4, "b": 3}
     assert store.describe_index("docs").count == 2
+
+
+def test_each_thread_finds_its_own_write_on_its_next_search(store):
+    import threading
+
+    store.create_index("docs", 16)
+    rng = np.random.default_rng(5)
+    data = unit(rng, 400, 16)
+    misses, errors = [], []
+
+    def work(start):
+        try:
+            for i in range(start, 400, 4):
+                store.upsert("docs", data[i : i + 1], ids=[f"v{i}"], metadata=[{"n": i}])
+                if [h[0] for h in store.search_ids("docs", data[i], top_k=1)] != [f"v{i}"]:
+                    misses.append(i)
+        except Exception as exc:  # reported below, with the thread's other results
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and misses == []
+    assert store.describe_index("docs").count == 400

@@ -234,7 +234,10 @@ class Memory:
                         f"Thread with id {thread_id} is for resource with id {existing.resource_id} "
                         f"but resource {resource_id} tried to create it."
                     )
-            return self.storage.save_thread(thread)
+            stored = self.storage.save_thread(thread)
+            if thread_id is not None and existing is not None and existing.metadata != stored.metadata:
+                self._retag(stored)
+            return stored
 
     def get_thread_by_id(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
         """The thread, or None when it does not exist or ``resource_id`` does not own it.
@@ -303,9 +306,13 @@ class Memory:
         >>> memory.update_thread("t1", title="Renamed", metadata={"b": 2}).metadata
         {'a': 1, 'b': 2}
         """
-        return self.storage.update_thread(
-            check_thread_id(thread_id), title=title_of(title), metadata=json_mapping(metadata, "metadata"),
-        )
+        check_thread_id(thread_id)
+        changes = json_mapping(metadata, "metadata")
+        with self.storage.transaction():
+            thread = self.storage.update_thread(thread_id, title=title_of(title), metadata=changes)
+            if changes:
+                self._retag(thread)
+        return thread
 
     @gated_write
     def delete_thread(self, thread_id: str) -> None:
@@ -420,21 +427,26 @@ class Memory:
         """
         updates = [update_of(m) for m in sequence(messages, "messages")]
         with self.storage.transaction():
-            changed, moved, before = [], [], []
+            changed, moved, before, retagged = [], [], [], []
             for patch in updates:
                 current = self.storage.get_message(patch["id"])
                 if current is None:
                     continue
                 new = apply_update(current, patch)
                 changed.append(new)
-                if (new.search_text, new.thread_id, new.role, new.metadata) != (
-                        current.search_text, current.thread_id, current.role, current.metadata):
-                    moved.append(new)
+                if (new.search_text, new.thread_id, new.role) != (
+                        current.search_text, current.thread_id, current.role):
+                    moved.append(new)  # embedded again
                     before.append(current)
+                elif (new.metadata, new.resource_id) != (current.metadata, current.resource_id):
+                    retagged.append(new.id)  # the same vectors, new metadata
             threads = self._ensure_threads(changed)
             stored = self.storage.save_messages(changed)
             if self._embeds and moved:
                 self.index.write(self.index.prepare(moved), {m.id: m for m in stored}, threads, before)
+            if self._embeds and retagged:
+                wanted = set(retagged)
+                self.index.retag([m for m in stored if m.id in wanted], threads)
             return stored
 
     def get_messages(self, ids: Iterable[str], *, resource_id: str | None = None) -> list[Message]:
@@ -734,6 +746,12 @@ class Memory:
         return self.working_memory.template()
 
     # ----------------------------------------------------------------------------- internals
+
+    def _retag(self, thread: Thread) -> None:
+        """Carry a thread's new metadata to its messages' vectors (in the open transaction)."""
+        if not self._embeds:
+            return
+        self.index.retag(self.storage.thread_messages(thread.id), {thread.id: thread})
 
     def _stored(self, ids: Iterable[str]) -> list[Message]:
         """The stored versions of the messages with these ids (unknown ids skipped)."""

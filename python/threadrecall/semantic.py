@@ -5,9 +5,10 @@ text (``Message.search_text``: its text, after ``"<speaker>: "`` when ``metadata
 names who said it) is cut into chunks of at most ``CHUNK_CHARS`` characters; chunk ``k`` of message ``m`` is
 stored under the vector id ``m#k`` with metadata naming the message, its thread, resource, role,
 creation time, the message's own metadata and its thread's (so a vector filter can select by
-either; the message's wins on a shared key). Vectors are
-written through the vector store in the caller's transaction, so messages and their vectors land
-together or not at all.
+either; a key in both takes the message's value). Vectors are written through the vector store
+in the caller's transaction, so messages and their vectors land together or not at all; when a
+thread's or a message's metadata changes, its vectors' metadata is rewritten in the same
+transaction (``MessageIndex.retag``).
 """
 
 from __future__ import annotations
@@ -174,6 +175,25 @@ class MessageIndex:
             ids.append(f"{mid}#{k}")
             metadata.append(vector_metadata(m, threads.get(m.thread_id)))
         self.vector.upsert(self.name, embedded.vectors, ids=ids, metadata=metadata)
+
+    def retag(self, messages: Sequence[Message], threads: Mapping[str, Thread]) -> None:
+        """Rewrite the metadata of these stored messages' vectors (after a change to their
+        own or their thread's metadata), keeping the vectors when the store can (its
+        ``update_metadata``); other stores get the messages embedded again."""
+        if not messages:
+            return
+        self.ensure()
+        update = getattr(self.vector, "update_metadata", None)
+        if update is None:
+            self.write(self.prepare(messages), {m.id: m for m in messages}, threads, messages)
+            return
+        ids, metadata = [], []
+        for m in messages:
+            record = vector_metadata(m, threads.get(m.thread_id))
+            for vid in vector_ids(m):
+                ids.append(vid)
+                metadata.append(record)
+        update(self.name, ids, metadata)
 
     def remove(self, messages: Iterable[Message]) -> None:
         """Drop the vectors of these stored messages (by id: no scan of the index)."""

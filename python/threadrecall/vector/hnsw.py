@@ -1,13 +1,21 @@
-"""The default vector store: vectors in DuckDB, searched through the Rust HNSW index.
+"""The default vector store: vectors in the database, searched through the Rust HNSW index.
 
-DuckDB holds the truth — every vector (a BLOB of little-endian float32), its metadata, and a
-generation counter per index that each write bumps. The HNSW graph is a cache of it, kept in
-memory and saved beside the database as ``<db path>.<index name>.hnsw`` tagged with the
-generation it reflects. On first use an index file is loaded if its generation matches,
-caught up if it lags (rows written and ids deleted after its generation are replayed), and
-rebuilt if it is missing or unreadable.
-Writes land in DuckDB inside one transaction and reach the graph only after it commits, so a
-rolled-back outer transaction leaves the index untouched.
+The database holds the truth — every vector (little-endian float32 bytes), its metadata, and a
+generation per index that orders the writes — through one of two row backends
+(``rows_duckdb``, ``rows_postgres``; the interface is ``rows.Rows``). The HNSW graph is a cache
+of it, kept in memory.
+
+Over DuckDB (one process per file) the graph follows this process's commits, and is saved
+beside the database as ``<db path>.<index name>.hnsw`` tagged with the generation it
+reflects. On first use an index file is loaded if its generation matches, caught up if it lags
+(rows written and ids deleted after its generation are replayed), and rebuilt if it is missing
+or unreadable.
+Over PostgreSQL (any number of processes) each process builds its graph from the rows in the
+database on first use, and before each search brings it up to date with one query: the
+index's generation and what changed since the graph's (see ``rows_postgres``). No index file
+is kept there: the database is the only copy that counts.
+Writes land in the database inside the caller's transaction and reach the graph only after it
+commits, so a rolled-back outer transaction leaves the index untouched.
 
 A committed vector is searchable at once but joins the graph later: a background daemon thread
 links waiting vectors a small chunk at a time (each chunk holds the index's write lock only
@@ -19,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import glob
 import itertools
 import json
 import logging
@@ -28,13 +35,11 @@ import re
 import sys
 import threading
 import uuid
-import warnings
 import weakref
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
-import pyarrow as pa
 
 from .. import _core
 from ..errors import (
@@ -47,6 +52,8 @@ from ..errors import (
 )
 from ..storage.duckdb import Database
 from ..types import IndexStats, QueryResult, check_json, check_text, check_texts, dumps
+from .rows import Delta, Rows
+from .rows_duckdb import MIGRATIONS, DuckDBRows
 
 __all__ = ["HnswVectorStore"]
 
@@ -62,11 +69,8 @@ SAVE_AFTER_CHANGES = 20_000
 SAVE_AFTER_FRACTION = 0.25
 # Rebuilds of at least this many vectors show a progress bar.
 PROGRESS_FROM = 20_000
-REBUILD_BATCH = 5_000
 # Metadata texts kept in memory per index, so a query needs no database read.
 METADATA_CACHE = 100_000
-# Batches up to this size are inserted with bound values (cheaper than an Arrow scan for a few).
-VALUES_ROWS = 16
 # Vectors the background linker links per hold of an index's write lock.
 LINK_CHUNK = 64
 # Seconds an idle linker sleeps before looking again (a write wakes it sooner).
@@ -88,108 +92,15 @@ def _weakly(method: Callable[[], None]) -> Callable[[], None]:
     return call
 
 
-def _packed(matrix: np.ndarray) -> pa.Array:
-    """The rows of a float32 matrix as stored: one BLOB of little-endian float32 each."""
-    n, dim = matrix.shape
-    offsets = np.arange(0, (n + 1) * dim * 4, dim * 4, dtype=np.int64)
-    data = np.ascontiguousarray(matrix, dtype="<f4")
-    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def _unpacked(blobs: pa.Array, dim: int) -> np.ndarray:
-    """The ``(len(blobs), dim)`` float32 matrix of stored vector BLOBs (``_packed`` reversed)."""
-    n = len(blobs)
-    width = np.int64 if pa.types.is_large_binary(blobs.type) else np.int32
-    offsets = np.frombuffer(blobs.buffers()[1], dtype=width)[blobs.offset : blobs.offset + n + 1]
-    if n == 0:
-        return np.zeros((0, dim), np.float32)
-    if blobs.null_count or not (np.diff(offsets) == dim * 4).all():
-        raise IndexCorruptError(f"a stored vector is not {dim} float32 values")
-    flat = np.frombuffer(blobs.buffers()[2], dtype="<f4", count=n * dim, offset=int(offsets[0]))
-    return np.ascontiguousarray(flat, dtype=np.float32).reshape(n, dim)
-
-
-def _pack_vectors(tx: Any) -> None:
-    """Migration step: ``FLOAT[]`` vectors become BLOBs of little-endian float32 (half the cost
-    to write). The table is rebuilt with the same columns in the same order, a page at a time."""
-    tx.execute(
-        """CREATE TABLE vector_rows_packed (
-            index_name TEXT NOT NULL,
-            id TEXT NOT NULL,
-            vector BLOB NOT NULL,
-            metadata TEXT NOT NULL,
-            generation BIGINT NOT NULL,
-            position INTEGER NOT NULL,
-            PRIMARY KEY (index_name, id)
-        )"""
-    )
-    ((end,),) = tx.execute("SELECT coalesce(max(rowid) + 1, 0) FROM vector_rows").fetchall()
-    for start in range(0, end, REBUILD_BATCH):
-        page = tx.sql(
-            f"SELECT * FROM vector_rows WHERE rowid >= {start} AND rowid < {start + REBUILD_BATCH}"
-        ).to_arrow_table()
-        lists = page.column("vector").combine_chunks()
-        values = np.asarray(lists.flatten().to_numpy(zero_copy_only=False), dtype="<f4")
-        offsets = np.asarray(lists.offsets, dtype=np.int64)
-        blobs = pa.Array.from_buffers(pa.large_binary(), len(lists), [
-            None, pa.py_buffer((offsets - offsets[0]) * 4), pa.py_buffer(values)])
-        tx.register("vector_page", page.set_column(2, "vector", blobs))
-        try:
-            tx.execute("INSERT INTO vector_rows_packed SELECT * FROM vector_page")
-        finally:
-            tx.unregister("vector_page")
-    tx.execute("DROP TABLE vector_rows")
-    tx.execute("ALTER TABLE vector_rows_packed RENAME TO vector_rows")
-
-
-MIGRATIONS = [
-    """CREATE TABLE vector_indexes (
-        name TEXT PRIMARY KEY,
-        dimension INTEGER NOT NULL,
-        metric TEXT NOT NULL,
-        generation BIGINT NOT NULL
-    )""",
-    """CREATE TABLE vector_rows (
-        index_name TEXT NOT NULL,
-        id TEXT NOT NULL,
-        vector FLOAT[] NOT NULL,
-        metadata TEXT NOT NULL,
-        generation BIGINT NOT NULL,
-        position INTEGER NOT NULL,
-        PRIMARY KEY (index_name, id)
-    )""",
-    """CREATE TABLE vector_deletions (
-        index_name TEXT NOT NULL,
-        id TEXT NOT NULL,
-        generation BIGINT NOT NULL,
-        PRIMARY KEY (index_name, id)
-    )""",
-    _pack_vectors,
-    # Vectors are stored uncompressed: their bytes do not compress, and trying costs the
-    # database's checkpoints several times the writing itself.
-    """CREATE TABLE vector_rows_plain (
-        index_name TEXT NOT NULL,
-        id TEXT NOT NULL,
-        vector BLOB USING COMPRESSION uncompressed NOT NULL,
-        metadata TEXT NOT NULL,
-        generation BIGINT NOT NULL,
-        position INTEGER NOT NULL,
-        PRIMARY KEY (index_name, id)
-    );
-    INSERT INTO vector_rows_plain SELECT * FROM vector_rows;
-    DROP TABLE vector_rows;
-    ALTER TABLE vector_rows_plain RENAME TO vector_rows;
-    """,
-]
-
-
 class _Loaded:
     """One index held in memory: the graph, the generation it reflects, the last save, and
     the committed metadata texts of recently written or returned ids."""
 
-    def __init__(self, index: _core.VectorIndex, generation: int, saved: int | None) -> None:
+    def __init__(self, index: _core.VectorIndex, generation: int, saved: int | None,
+                 origin: str | None = None) -> None:
         self.index = index
         self.generation = generation
+        self.origin = origin  # which creation of the index (shared databases)
         self.saved = saved
         self.saved_pending = index.pending  # vectors waiting to be linked, as the file has them
         self.changes = 0
@@ -262,9 +173,10 @@ _STORES: weakref.WeakValueDictionary[int, HnswVectorStore] = weakref.WeakValueDi
 _STORES_LOCK = threading.Lock()
 
 
-def _database_of(storage: Any) -> tuple[Database, Any]:
-    """The database a store keeps its vectors in, and the storage handle it opened for it
-    (None when the caller's storage is used)."""
+def _database_of(storage: Any) -> tuple[Any, Any]:
+    """The database a store keeps its vectors in (a DuckDB ``Database`` or a
+    ``PostgresStorage``), and the storage handle it opened for it (None when the caller's
+    storage is used)."""
     if storage is None or isinstance(storage, (str, Path)):
         from ..storage.duckdb import DuckDBStorage
 
@@ -274,11 +186,29 @@ def _database_of(storage: Any) -> tuple[Database, Any]:
         return storage, None
     if isinstance(getattr(storage, "db", None), Database):
         return storage.db, None
-    raise InvalidArgumentError("storage must be a DuckDBStorage, a Database, a database path or None")
+    from ..storage.postgres import PostgresStorage
+
+    if isinstance(storage, PostgresStorage):
+        return storage, None
+    raise InvalidArgumentError(
+        "storage must be a DuckDBStorage, a PostgresStorage, a Database, a database path or None")
+
+
+def _rows_for(db: Any) -> Rows:
+    if isinstance(db, Database):
+        return DuckDBRows(db)
+    from .rows_postgres import PostgresRows
+
+    return PostgresRows(db)
+
+
+def _private(db: Any, handle: Any) -> bool:
+    """Whether the store is the only user of its database (an in-memory one it opened)."""
+    return isinstance(db, Database) and db.in_memory and handle is not None
 
 
 class HnswVectorStore:
-    """Named vector indexes in DuckDB, searched through an in-memory HNSW graph.
+    """Named vector indexes in DuckDB or PostgreSQL, searched through an in-memory HNSW graph.
 
     >>> store = HnswVectorStore()
     >>> store.create_index("docs", 3)
@@ -296,7 +226,9 @@ class HnswVectorStore:
 
     Args:
         storage: a ``DuckDBStorage``, a ``Database``, a database path, or ``None`` for an
-            in-memory database; the vectors live there, the index files beside it.
+            in-memory database (the vectors live there, the index files beside it); or a
+            ``PostgresStorage`` (the vectors live in its schema, shared by every process, and
+            each process's graph is a cache of them).
         m: graph links per vector (more: better recall, more memory).
         ef_construction: the candidate list while linking (more: a better graph, slower writes).
         ef_search: the candidate list while searching; ``None`` lets the planner choose.
@@ -306,13 +238,13 @@ class HnswVectorStore:
     def __new__(cls, storage: Any = None, **settings: Any) -> HnswVectorStore:
         db, handle = _database_of(storage)
         with _STORES_LOCK:
-            store = _STORES.get(id(db)) if not db.in_memory or handle is None else None
+            store = None if _private(db, handle) else _STORES.get(id(db))
             if store is None:
                 store = super().__new__(cls)
                 store._opens = 0
                 store._handles = []
-                store.db = db
-                if handle is None or not db.in_memory:
+                store._db = db
+                if not _private(db, handle):
                     _STORES[id(db)] = store
             store._opens += 1
             if handle is not None:
@@ -350,8 +282,8 @@ class HnswVectorStore:
             self._linker = _Linker(self._loaded, _weakly(self._save_due)) if background_linking else None
             if self._linker is not None:
                 weakref.finalize(self, self._linker.stop)
-            self.db.migrate("vector", MIGRATIONS)
-            self._remove_leftovers()
+            self.rows = _rows_for(self._db)
+            self.rows.remove_leftovers()
         except BaseException:
             self._release()
             raise
@@ -384,15 +316,9 @@ class HnswVectorStore:
             raise InvalidArgumentError(
                 f"metric must be one of {', '.join(METRICS)}, got {metric!r}"
             )
-        with self.db.transaction() as tx:
-            row = tx.execute("SELECT dimension FROM vector_indexes WHERE name = ?", [name]).fetchone()
-            if row is not None:
-                if row[0] != dimension:
-                    raise DimensionMismatchError(
-                        f"index {name} exists with dimension {row[0]}, not {dimension}"
-                    )
-                return
-            tx.execute("INSERT INTO vector_indexes VALUES (?, ?, ?, 0)", [name, dimension, metric])
+        existing = self.rows.create(name, dimension, metric)
+        if existing is not None and existing != dimension:
+            raise DimensionMismatchError(f"index {name} exists with dimension {existing}, not {dimension}")
 
     def describe_index(self, name: str) -> IndexStats:
         """Dimension, metric and vector count of an index.
@@ -406,10 +332,7 @@ class HnswVectorStore:
         IndexStats(dimension=2, metric='cosine', count=0)
         """
         dimension, metric, _ = self._info(name)
-        (count,) = self.db.cursor().execute(
-            "SELECT count(*) FROM vector_rows WHERE index_name = ?", [name]
-        ).fetchone()
-        return IndexStats(dimension=dimension, metric=metric, count=count)
+        return IndexStats(dimension=dimension, metric=metric, count=self.rows.count(name))
 
     def list_indexes(self) -> list[str]:
         """Names of every index, sorted.
@@ -419,8 +342,7 @@ class HnswVectorStore:
         >>> store.list_indexes()
         ['a', 'b']
         """
-        rows = self.db.cursor().execute("SELECT name FROM vector_indexes ORDER BY name").fetchall()
-        return [r[0] for r in rows]
+        return self.rows.names()
 
     def delete_index(self, name: str) -> None:
         """Delete an index, its vectors and its index file.
@@ -435,14 +357,7 @@ class HnswVectorStore:
         []
         """
         self._info(name)
-        with self.db.transaction() as tx:
-            for table, column in (
-                ("vector_rows", "index_name"),
-                ("vector_deletions", "index_name"),
-                ("vector_indexes", "name"),
-            ):
-                tx.execute(f"DELETE FROM {table} WHERE {column} = ?", [name])
-            self.db.on_commit(functools.partial(self._forget, name))
+        self.rows.drop(name, functools.partial(self._forget, name))
 
     # ---- vectors ----
 
@@ -487,7 +402,8 @@ class HnswVectorStore:
             raise InvalidArgumentError("each metadata entry must be a dict")
         if n == 0:
             return []
-        self._load(name)  # so the graph is current before this write reaches it
+        if not self.rows.shared:
+            self._load(name)  # so the graph is current before this write reaches it
         # Last occurrence of a repeated id wins, as it would one at a time.
         last = {i: k for k, i in enumerate(ids)}
         keep = sorted(last.values())
@@ -496,48 +412,60 @@ class HnswVectorStore:
         texts = [dumps(metadata[k]) for k in keep]
         rows_ids = [ids[k] for k in keep]
         rows = matrix[keep]
-        def batch() -> pa.Table:
-            return pa.table({
-                "id": rows_ids,
-                "vector": _packed(rows),
-                "metadata": texts,
-                "position": pa.array(range(len(keep)), type=pa.int32()),
-            })
-        with self.db.transaction() as tx:
-            generation = self._bump(tx, name)
-            loaded = self._loaded[name]
-            # Ids new to the database need no delete (a join over every row of the table);
-            # the loaded index knows the committed ids, `unsaved` this transaction's.
-            unsaved = self._uncommitted.setdefault(name, set())
-            replacing = any(i in unsaved or i in loaded.index for i in rows_ids)
-            unsaved.update(rows_ids)
-            self.db.on_commit(unsaved.clear)
-            if replacing:  # delete then insert: INSERT OR REPLACE at a third of its cost
-                tx.execute(
-                    "DELETE FROM vector_rows "
-                    "WHERE index_name = ? AND id IN (SELECT unnest(?::VARCHAR[]))",
-                    [name, rows_ids],
-                )
-            if len(keep) <= VALUES_ROWS:  # a turn's few vectors: bound values, no Arrow scan
-                blobs = np.ascontiguousarray(rows, dtype="<f4")
-                params = [v for k, i in enumerate(rows_ids)
-                          for v in (name, i, blobs[k].tobytes(), texts[k], generation, k)]
-                values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(keep))
-                tx.execute(f"INSERT INTO vector_rows VALUES {values}", params)
-            else:
-                tx.register("vector_batch", batch())
-                try:
-                    tx.execute(
-                        "INSERT INTO vector_rows SELECT ?, id, vector, metadata, ?, "
-                        "position FROM vector_batch",
-                        [name, generation],
-                    )
-                finally:
-                    tx.unregister("vector_batch")
-            self.db.on_commit(
-                functools.partial(self._apply_upsert, name, generation, rows_ids, rows, texts)
-            )
+        with self.rows.transaction():
+            replacing = True
+            if not self.rows.shared:
+                # Ids new to the database need no delete (a join over every row of the
+                # table); the loaded index knows the committed ids, `unsaved` this
+                # transaction's.
+                loaded = self._loaded[name]
+                unsaved = self._uncommitted.setdefault(name, set())
+                replacing = any(i in unsaved or i in loaded.index for i in rows_ids)
+                unsaved.update(rows_ids)
+                self.rows.on_commit(unsaved.clear)
+            generation = self.rows.write(name, rows_ids, rows, texts, replacing)
+            if not self.rows.shared:
+                self.rows.on_commit(
+                    functools.partial(self._apply_upsert, name, generation, rows_ids, rows, texts))
         return ids
+
+    def update_metadata(self, name: str, ids: Sequence[str], metadata: Sequence[dict[str, Any]]) -> list[str]:
+        """Replace the metadata of stored vectors, keeping the vectors; returns the ids that
+        were stored (unknown ids are skipped).
+
+        Args:
+            name: the index.
+            ids: the vectors to change.
+            metadata: one JSON dict per id, replacing the stored one.
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("docs", 2)
+        >>> _ = store.upsert("docs", [[1, 0]], ids=["a"], metadata=[{"k": 1}])
+        >>> store.update_metadata("docs", ["a", "unknown"], [{"k": 2}, {"k": 3}])
+        ['a']
+        >>> [r.id for r in store.query("docs", [1, 0], filter={"k": 2})]
+        ['a']
+"""
+        dimension = self._info(name)[0]
+        ids, metadata = list(ids), list(metadata)
+        if len(ids) != len(metadata):
+            raise InvalidArgumentError(f"{len(ids)} ids but {len(metadata)} metadata entries")
+        if any(not isinstance(m, dict) for m in metadata):
+            raise InvalidArgumentError("each metadata entry must be a dict")
+        with self.rows.transaction():
+            stored: dict[str, bytes] = {}
+            for start in range(0, len(ids), 1_000):
+                stored.update((r[0], bytes(r[2])) for r in self.rows.fetch(name, ids[start:start + 1_000], vectors=True))
+            keep = [k for k, i in enumerate(ids) if i in stored]
+            if not keep:
+                return []
+            found = [ids[k] for k in keep]
+            blob = b"".join(stored[i] for i in found)
+            if len(blob) != len(found) * dimension * 4:
+                raise IndexCorruptError(f"a stored vector of {name} is not {dimension} float32 values")
+            matrix = np.frombuffer(blob, dtype="<f4").astype(np.float32).reshape(len(found), dimension)
+            self.upsert(name, matrix, ids=found, metadata=[metadata[k] for k in keep])
+        return found
 
     def query(
         self,
@@ -574,14 +502,14 @@ class HnswVectorStore:
             return []
         loaded = self._loaded[name]
         if include_vector:
-            found = {r[0]: (r[1], r[2]) for r in self._fetch(name, "id, metadata, vector", [h[0] for h in hits])}
+            found = {r[0]: (r[1], r[2]) for r in self.rows.fetch(name, [h[0] for h in hits], vectors=True)}
         else:
             found = {i: (loaded.metadata[i], None) for i, _ in hits if i in loaded.metadata}
             missing = [i for i, _ in hits if i not in found]
             if missing:
-                rows = self._fetch(name, "id, metadata", missing)
+                rows = self.rows.fetch(name, missing)
                 found.update((r[0], (r[1], None)) for r in rows)
-                if not self.db.in_transaction:  # only committed texts are remembered
+                if not self.rows.in_transaction:  # only committed texts are remembered
                     with self._lock:
                         loaded.remember([r[0] for r in rows], [r[1] for r in rows])
         results = []
@@ -589,7 +517,7 @@ class HnswVectorStore:
             if hit_id not in found:  # deleted since the search
                 continue
             text, vec = found[hit_id]
-            vector = None if vec is None else np.frombuffer(vec, dtype="<f4").astype(np.float32)
+            vector = None if vec is None else np.frombuffer(bytes(vec), dtype="<f4").astype(np.float32)
             results.append(QueryResult(id=hit_id, score=float(score), metadata=json.loads(text), vector=vector))
         return results
 
@@ -597,8 +525,9 @@ class HnswVectorStore:
                    filter: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """``query`` without the metadata: ``(id, score)`` pairs, closest first.
 
-        It reads nothing from the database, so it is the fast path for callers that know
-        what they stored under each id.
+        It reads no rows from the database, so it is the fast path for callers that know
+        what they stored under each id (over a shared database, one query first checks that
+        the index is current, and brings what other processes wrote).
 
         Args:
             name: the index.
@@ -613,23 +542,13 @@ class HnswVectorStore:
         [('b', 1.0)]
         """
         _check_name(name)
-        loaded = self._loaded.get(name)  # a loaded index exists: no catalogue lookup needed
-        if loaded is None:
-            self._info(name)
-            loaded = self._load(name)
+        loaded = self._current(name)
         if not _is_int(top_k) or top_k < 1:
             raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
         check_texts(filter, "the filter")
         query = _as_matrix(vector, loaded.index.dim, single=True)[0]
         top_k = min(top_k, max(len(loaded.index), 1))  # no more hits than vectors, however large
         return loaded.index.search(query, top_k, filter if filter != {} else None, self.ef_search)
-
-    def _fetch(self, name: str, columns: str, ids: list[str]) -> list[tuple]:
-        marks = ", ".join("?" * len(ids))
-        return self.db.cursor().execute(
-            f"SELECT {columns} FROM vector_rows WHERE index_name = ? AND id IN ({marks})",
-            [name, *ids],
-        ).fetchall()
 
     def delete_vectors(
         self, name: str, *, ids: Sequence[str] | None = None, filter: dict[str, Any] | None = None
@@ -661,23 +580,14 @@ class HnswVectorStore:
             doomed.update(ids)
         if filter is not None:
             check_texts(filter, "the filter")
-            doomed.update(self._load(name).index.ids_where(filter))
+            doomed.update(self._current(name).index.ids_where(filter))
         if not doomed:
             return
         doomed_list = sorted(doomed)
-        with self.db.transaction() as tx:
-            generation = self._bump(tx, name)
-            tx.execute(
-                "DELETE FROM vector_rows WHERE index_name = ? AND id IN (SELECT unnest(?::VARCHAR[]))",
-                [name, doomed_list],
-            )
-            tx.execute(
-                "INSERT OR REPLACE INTO vector_deletions SELECT ?, unnest(?::VARCHAR[]), ?",
-                [name, doomed_list, generation],
-            )
-            self.db.on_commit(
-                functools.partial(self._apply_delete, name, generation, doomed_list)
-            )
+        with self.rows.transaction():
+            generation = self.rows.delete(name, doomed_list)
+            if not self.rows.shared:
+                self.rows.on_commit(functools.partial(self._apply_delete, name, generation, doomed_list))
 
     # ---- lifecycle ----
 
@@ -708,7 +618,7 @@ class HnswVectorStore:
 
         >>> HnswVectorStore().flush()  # in memory: nothing to save
         """
-        if not self.db.in_memory:
+        if not self.rows.in_memory:
             self._save_where(lambda loaded: loaded.stale)
 
     def close(self) -> None:
@@ -733,8 +643,8 @@ class HnswVectorStore:
             self._opens -= 1
             if self._opens > 0:
                 return False
-            if _STORES.get(id(self.db)) is self:
-                del _STORES[id(self.db)]
+            if _STORES.get(id(self._db)) is self:
+                del _STORES[id(self._db)]
             return True
 
     def __enter__(self) -> HnswVectorStore:
@@ -744,7 +654,8 @@ class HnswVectorStore:
         self.close()
 
     def index_path(self, name: str) -> Path | None:
-        """Where the index file of ``name`` lives (None for an in-memory database).
+        """Where the index file of ``name`` lives (None for an in-memory database, and over
+        PostgreSQL, where each process builds its index from the database).
 
         Args:
             name: the index.
@@ -752,25 +663,54 @@ class HnswVectorStore:
         >>> HnswVectorStore().index_path("docs") is None
         True
         """
-        return None if self.db.in_memory else Path(f"{self.db.path}.{name}.hnsw")
+        return self.rows.index_path(name)
 
     # ---- internals ----
 
     def _info(self, name: str) -> tuple[int, str, int]:
         _check_name(name)
-        row = self.db.cursor().execute(
-            "SELECT dimension, metric, generation FROM vector_indexes WHERE name = ?", [name]
-        ).fetchone()
+        row = self.rows.info(name)
         if row is None:
             raise IndexNotFoundError(f"index {name} does not exist")
         return row
 
-    def _bump(self, tx: Any, name: str) -> int:
-        (generation,) = tx.execute(
-            "UPDATE vector_indexes SET generation = generation + 1 WHERE name = ? RETURNING generation",
-            [name],
-        ).fetchone()
-        return generation
+    def _current(self, name: str) -> _Loaded:
+        """The in-memory index of ``name``, current with every write committed before this
+        call (over a shared database: caught up with one query, rebuilt when it was deleted
+        and created again)."""
+        loaded = self._loaded.get(name)  # a loaded index exists: no catalogue lookup needed
+        if loaded is None:
+            self._info(name)
+            loaded = self._load(name)
+        if self.rows.shared:  # also after a load: another thread may have read it earlier
+            loaded = self._refresh(name, loaded)
+        return loaded
+
+    def _refresh(self, name: str, loaded: _Loaded) -> _Loaded:
+        """Bring ``loaded`` up to the committed state: the changes since its generation,
+        applied unless another thread moved it meanwhile (then asked again from there)."""
+        while True:
+            since = loaded.generation
+            try:
+                delta = self.rows.changes(name, since, loaded.index.dim, loaded.origin)
+            except IndexNotFoundError:
+                self._forget(name)
+                raise
+            if delta.reset:  # deleted and created again elsewhere: rebuilt from nothing
+                self._forget(name)
+                return self._current(name)
+            if delta.generation == since and not delta.removed and not delta.total:
+                return loaded
+            with self._lock:
+                replaced = self._loaded.get(name) is not loaded
+                moved = loaded.generation != since
+                if not (replaced or moved):
+                    self._apply(name, loaded, delta)
+            if replaced:  # rebuilt or deleted by another thread meanwhile
+                return self._current(name)
+            if not moved:
+                self._wake_linker()
+                return loaded
 
     def _apply_upsert(self, name, generation, ids, rows, texts) -> None:
         with self._lock:
@@ -816,7 +756,7 @@ class HnswVectorStore:
 
     def _is_due(self, loaded: _Loaded) -> bool:
         due = max(SAVE_AFTER_CHANGES, int(len(loaded.index) * SAVE_AFTER_FRACTION))
-        return loaded.changes >= due and not self.db.in_memory
+        return loaded.changes >= due and not self.rows.in_memory
 
     def _save(self, name: str, loaded: _Loaded) -> None:
         """Write the index file of ``name``. The lock is held only to read and then record
@@ -846,17 +786,6 @@ class HnswVectorStore:
             loaded.saved, loaded.saved_pending = generation, pending
             loaded.changes -= changes
 
-    def _remove_leftovers(self) -> None:
-        """Delete the partial index files of saves cut short in an earlier process (only one
-        process at a time opens a database file, so none of them is still being written)."""
-        if self.db.in_memory:
-            return
-        db = Path(self.db.path)
-        mine = f".{os.getpid()}-"
-        for part in db.parent.glob(f"{glob.escape(db.name)}.*.hnsw.*.part*"):
-            if mine not in part.name:
-                part.unlink(missing_ok=True)
-
     def _forget(self, name: str) -> None:
         with self._lock:
             self._loaded.pop(name, None)
@@ -869,7 +798,7 @@ class HnswVectorStore:
         loaded = self._loaded.get(name)
         if loaded is not None:
             return loaded
-        with self.db.transaction(), self._lock:  # no writer may move the generation meanwhile
+        with self.rows.frozen(), self._lock:  # no writer may move the generation meanwhile
             loaded = self._loaded.get(name)
             if loaded is not None:
                 return loaded
@@ -899,52 +828,41 @@ class HnswVectorStore:
             ):
                 loaded = _Loaded(index, file_generation, file_generation)
                 if file_generation < generation:
-                    self._catch_up(name, loaded, generation)
+                    self._catch_up(name, loaded)
                 return loaded
         loaded = _Loaded(self._new_index(dimension, metric), 0, None)
-        self._catch_up(name, loaded, generation)
+        self._catch_up(name, loaded)
         return loaded
 
     def _new_index(self, dimension: int, metric: str) -> _core.VectorIndex:
         return _core.VectorIndex(dimension, metric, m=self.m, ef_construction=self.ef_construction)
 
-    def _catch_up(self, name: str, loaded: _Loaded, generation: int) -> None:
-        """Replays deletions, then rows, written after the index's generation. In that order,
-        an id deleted and written again (its deletion record is kept) ends up present."""
-        cur = self.db.cursor()
-        since = loaded.generation
-        gone = cur.execute(
-            "SELECT id FROM vector_deletions WHERE index_name = ? AND generation > ?", [name, since]
-        ).fetchall()
-        if gone:
-            loaded.index.remove([g[0] for g in gone])
-        (total,) = cur.execute(
-            "SELECT count(*) FROM vector_rows WHERE index_name = ? AND generation > ?", [name, since]
-        ).fetchone()
-        result = cur.execute(
-            "SELECT id, vector, metadata FROM vector_rows WHERE index_name = ? AND generation > ? "
-            "ORDER BY generation, position",
-            [name, since],
-        )
-        with warnings.catch_warnings():  # the extra copy it warns about is one batch at a time
-            warnings.simplefilter("ignore", UserWarning)
-            reader = result.to_arrow_reader(REBUILD_BATCH)
+    def _catch_up(self, name: str, loaded: _Loaded) -> None:
+        """Replay what was written after the index's generation (everything, for a new one)."""
+        self._apply(name, loaded, self.rows.changes(name, loaded.generation, loaded.index.dim, loaded.origin))
+
+    def _apply(self, name: str, loaded: _Loaded, delta: Delta) -> None:
+        """Deletions first, then rows: an id deleted and written again ends up present."""
+        if delta.removed:
+            loaded.index.remove(delta.removed)
+            for i in delta.removed:
+                loaded.metadata.pop(i, None)
         progress = None
-        if total >= PROGRESS_FROM:
+        if delta.total >= PROGRESS_FROM:
             from tqdm import tqdm
 
-            progress = tqdm(total=total, desc=f"indexing {name}", unit="vec")
-        dim = loaded.index.dim
-        for batch in reader:
-            ids = batch.column("id").to_pylist()
-            vectors = _unpacked(batch.column("vector"), dim)
-            _add_stored(loaded.index, ids, vectors, batch.column("metadata").to_pylist())
+            progress = tqdm(total=delta.total, desc=f"indexing {name}", unit="vec")
+        for ids, vectors, texts in delta.batches:
+            _add_stored(loaded.index, ids, vectors, texts)
+            if self.rows.shared:  # what another process wrote may replace a remembered text
+                loaded.remember(ids, texts)
             if progress is not None:
                 progress.update(len(ids))
         if progress is not None:
             progress.close()
-        loaded.generation = generation
-        loaded.changes += total + len(gone)
+        loaded.generation = delta.generation
+        loaded.origin = delta.origin
+        loaded.changes += delta.total + len(delta.removed)
 
     # ---- async twins ----
 

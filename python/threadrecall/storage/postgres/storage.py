@@ -52,6 +52,8 @@ class _Transaction:
     conn: psycopg.Connection
     depth: int = 1
     callbacks: list[Callable[[], None]] = field(default_factory=list)
+    finishing: list[Callable[[psycopg.Connection], None]] = field(default_factory=list)
+    scratch: dict[str, Any] = field(default_factory=dict)
     kinds: list[str] = field(default_factory=list)  # feed entries, written before the commit
     refs: list[str] = field(default_factory=list)
 
@@ -151,6 +153,8 @@ class PostgresStorage:
                     if lock is not None:
                         self._lock(conn, lock)
                     yield conn
+                    for finish in tx.finishing:
+                        finish(conn)
                     if tx.kinds:
                         conn.execute(self._sql["FLUSH_CHANGES"], {"kinds": tx.kinds, "refs": tx.refs})
             finally:
@@ -165,6 +169,29 @@ class PostgresStorage:
             callback()
         else:
             tx.callbacks.append(callback)
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection in autocommit mode, outside any open transaction: each
+        statement on it sees the committed state."""
+        with self._pool.connection() as conn:
+            yield conn
+
+    def before_commit(self, callback: Callable[[psycopg.Connection], None]) -> None:
+        """Run ``callback(connection)`` as the open transaction's last writes, just before
+        its change-feed entry and commit (for positions that must follow commit order)."""
+        tx = self._open()
+        if tx is None:
+            raise RuntimeError("before_commit needs an open transaction")
+        tx.finishing.append(callback)
+
+    @property
+    def scratch(self) -> dict[str, Any]:
+        """Notes about the open transaction's own writes, dropped when it ends."""
+        tx = self._open()
+        if tx is None:
+            raise RuntimeError("scratch needs an open transaction")
+        return tx.scratch
 
     @property
     def in_transaction(self) -> bool:

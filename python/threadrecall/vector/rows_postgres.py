@@ -1,0 +1,269 @@
+"""The rows of ``HnswVectorStore`` in PostgreSQL, shared by any number of processes.
+
+Three tables in the storage's schema: ``hnsw_indexes`` (one row per index: dimension, metric,
+``origin`` — a fresh uuid each time an index is created — and ``generation``),
+``hnsw_rows`` (id, vector as little-endian float32 bytes, metadata as JSON text) and
+``hnsw_changes`` (the ids each generation wrote or deleted).
+
+Rows are written in the caller's transaction, like the messages they belong to. The
+generation is taken last, just before the commit (``PostgresStorage.before_commit``): the
+``UPDATE`` that bumps it locks the index's row until the commit, so generations are handed
+out in commit order, and a reader that sees ``generation = g`` sees every change at or below
+``g`` — the change feed's technique. A process's index is caught up with one statement that
+reads the generation and, in the same snapshot, each id changed since the index's own
+generation with its row as it is now (no row: deleted); when nothing changed that statement is
+the whole cost of staying current.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import psycopg
+
+from ..errors import IndexCorruptError, IndexNotFoundError
+from ..storage.postgres.schema import migrate, quoted_schema
+from .rows import Delta
+
+__all__ = ["PostgresRows", "MIGRATIONS"]
+
+# Rows read per batch while an index is rebuilt.
+BATCH = 5_000
+# The name of this store's notes in a transaction's scratch.
+_PENDING = "hnsw.changed"
+
+MIGRATIONS = [
+    """
+    CREATE TABLE {s}.hnsw_indexes (
+        name TEXT PRIMARY KEY,
+        dimension INTEGER NOT NULL,
+        metric TEXT NOT NULL,
+        origin TEXT NOT NULL,
+        generation BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE TABLE {s}.hnsw_rows (
+        index_name TEXT NOT NULL,
+        id TEXT NOT NULL,
+        vector BYTEA NOT NULL,
+        metadata TEXT NOT NULL,
+        PRIMARY KEY (index_name, id)
+    );
+    ALTER TABLE {s}.hnsw_rows ALTER COLUMN vector SET STORAGE EXTERNAL;
+    CREATE TABLE {s}.hnsw_changes (
+        index_name TEXT NOT NULL,
+        generation BIGINT NOT NULL,
+        id TEXT NOT NULL
+    );
+    CREATE INDEX hnsw_changes_at ON {s}.hnsw_changes (index_name, generation);
+    """,
+]
+
+INFO = "SELECT dimension, metric, generation FROM {s}.hnsw_indexes WHERE name = %(name)s"
+CREATE = """INSERT INTO {s}.hnsw_indexes (name, dimension, metric, origin)
+            VALUES (%(name)s, %(dimension)s, %(metric)s, %(origin)s)
+            ON CONFLICT (name) DO NOTHING RETURNING dimension"""
+WRITE = """
+    INSERT INTO {s}.hnsw_rows (index_name, id, vector, metadata)
+    SELECT %(name)s, i.id, i.vector, i.metadata
+    FROM unnest(%(ids)s::text[], %(vectors)s::bytea[], %(texts)s::text[]) AS i(id, vector, metadata)
+    ON CONFLICT (index_name, id) DO UPDATE SET vector = excluded.vector, metadata = excluded.metadata
+"""
+DELETE = "DELETE FROM {s}.hnsw_rows WHERE index_name = %(name)s AND id = ANY(%(ids)s::text[])"
+# The generation of a transaction's changes, taken last (its row lock is held to the commit).
+STAMP = """
+    WITH g AS (UPDATE {s}.hnsw_indexes SET generation = generation + 1 WHERE name = %(name)s
+               RETURNING generation)
+    INSERT INTO {s}.hnsw_changes (index_name, generation, id)
+    SELECT %(name)s, g.generation, i.id FROM g, unnest(%(ids)s::text[]) AS i(id)
+"""
+# The generation and, in the same snapshot, every id changed since ``since`` with its row now.
+CHANGES = """
+    SELECT x.origin, x.generation, c.id, r.vector, r.metadata
+    FROM {s}.hnsw_indexes x
+    LEFT JOIN LATERAL (
+        SELECT DISTINCT ch.id FROM {s}.hnsw_changes ch
+        WHERE ch.index_name = x.name AND ch.generation > %(since)s AND ch.generation <= x.generation
+    ) c ON TRUE
+    LEFT JOIN {s}.hnsw_rows r ON r.index_name = x.name AND r.id = c.id
+    WHERE x.name = %(name)s
+"""
+SNAPSHOT_HEAD = ("SELECT origin, generation, (SELECT count(*) FROM {s}.hnsw_rows WHERE index_name = %(name)s) "
+                 "FROM {s}.hnsw_indexes WHERE name = %(name)s")
+SNAPSHOT_ROWS = "SELECT id, vector, metadata FROM {s}.hnsw_rows WHERE index_name = %(name)s"
+
+
+class PostgresRows:
+    """Vector rows in the schema of a ``PostgresStorage`` (see the module docstring)."""
+
+    shared = True  # other processes write: the index catches up before each search
+    in_memory = True  # no index file: the index is rebuilt from the database in each process
+
+    def __init__(self, storage: Any) -> None:
+        self.storage = storage
+        self.key = id(storage)
+        with storage.connection() as conn:
+            migrate(conn, storage.schema, "hnsw", MIGRATIONS)
+            ident = quoted_schema(storage.schema).as_string(conn)
+        self._sql = {name: text.replace("{s}", ident) for name, text in (
+            ("INFO", INFO), ("CREATE", CREATE), ("WRITE", WRITE), ("DELETE", DELETE),
+            ("STAMP", STAMP), ("CHANGES", CHANGES), ("SNAPSHOT_HEAD", SNAPSHOT_HEAD),
+            ("SNAPSHOT_ROWS", SNAPSHOT_ROWS))}
+        self._ident = ident
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.storage.in_transaction
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        return self.storage.transaction()
+
+    def frozen(self) -> AbstractContextManager[Any]:
+        return nullcontext()  # a rebuild reads one snapshot; later changes are caught up
+
+    def on_commit(self, callback: Callable[[], None]) -> None:
+        self.storage.on_commit(callback)
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection]:
+        """The open transaction's connection, else a pooled one."""
+        if self.storage.in_transaction:
+            with self.storage.transaction() as conn:
+                yield conn
+        else:
+            with self.storage.connection() as conn:
+                yield conn
+
+    def _one(self, query: str, params: dict[str, Any]) -> Any:
+        with self._conn() as conn:
+            return conn.execute(self._sql[query], params).fetchone()
+
+    # ---- catalogue ----
+
+    def info(self, name: str) -> tuple[int, str, int] | None:
+        return self._one("INFO", {"name": name})
+
+    def names(self) -> list[str]:
+        with self._conn() as conn:
+            rows = conn.execute(f"SELECT name FROM {self._ident}.hnsw_indexes ORDER BY name").fetchall()
+        return [r[0] for r in rows]
+
+    def count(self, name: str) -> int:
+        with self._conn() as conn:
+            (count,) = conn.execute(f"SELECT count(*) FROM {self._ident}.hnsw_rows WHERE index_name = %s",
+                                    [name]).fetchone()
+        return count
+
+    def create(self, name: str, dimension: int, metric: str) -> int | None:
+        """Create an index; the dimension of an existing one instead (nothing written)."""
+        params = {"name": name, "dimension": dimension, "metric": metric, "origin": str(uuid.uuid4())}
+        if self._one("CREATE", params) is not None:
+            return None
+        row = self.info(name)
+        return None if row is None else row[0]
+
+    def drop(self, name: str, then: Callable[[], None]) -> None:
+        with self.storage.transaction() as conn:
+            for table, column in (("hnsw_rows", "index_name"), ("hnsw_changes", "index_name"),
+                                  ("hnsw_indexes", "name")):
+                conn.execute(f"DELETE FROM {self._ident}.{table} WHERE {column} = %s", [name])
+            self.storage.on_commit(then)
+
+    # ---- rows ----
+
+    def write(self, name: str, ids: list[str], matrix: np.ndarray, texts: list[str],
+              replacing: bool) -> None:
+        """Insert or replace rows in the open transaction (their generation comes at commit)."""
+        data = np.ascontiguousarray(matrix, dtype="<f4")
+        vectors = [row.tobytes() for row in data]
+        with self.storage.transaction() as conn:
+            conn.cursor(binary=True).execute(
+                self._sql["WRITE"], {"name": name, "ids": ids, "vectors": vectors, "texts": texts})
+            self._changed(name, ids)
+
+    def delete(self, name: str, ids: list[str]) -> None:
+        with self.storage.transaction() as conn:
+            conn.execute(self._sql["DELETE"], {"name": name, "ids": ids})
+            self._changed(name, ids)
+
+    def _changed(self, name: str, ids: list[str]) -> None:
+        """Note ids the open transaction changed; their generation is stamped before it commits."""
+        scratch = self.storage.scratch
+        pending = scratch.get(_PENDING)
+        if pending is None:
+            pending = scratch[_PENDING] = {}
+            self.storage.before_commit(lambda conn: self._stamp(conn, pending))
+        pending.setdefault(name, {}).update(dict.fromkeys(ids))
+
+    def _stamp(self, conn: psycopg.Connection, pending: dict[str, dict[str, None]]) -> None:
+        for name in sorted(pending):  # one order everywhere: no two transactions deadlock
+            conn.execute(self._sql["STAMP"], {"name": name, "ids": list(pending[name])})
+
+    def fetch(self, name: str, ids: list[str], vectors: bool = False) -> list[tuple[Any, ...]]:
+        columns = "id, metadata, vector" if vectors else "id, metadata"
+        with self._conn() as conn:
+            return conn.cursor(binary=True).execute(
+                f"SELECT {columns} FROM {self._ident}.hnsw_rows "
+                "WHERE index_name = %s AND id = ANY(%s::text[])", [name, ids]).fetchall()
+
+    def changes(self, name: str, since: int, dim: int, origin: str | None = None) -> Delta:
+        """What changed after ``since`` in the committed state, in one statement; a rebuild
+        from one snapshot when the index has no origin yet or is not the one it was built
+        from (``reset``)."""
+        if origin is None:
+            return self._snapshot(name, dim)
+        with self.storage.connection() as conn:
+            rows = conn.cursor(binary=True).execute(
+                self._sql["CHANGES"], {"name": name, "since": since}).fetchall()
+        if not rows:
+            raise IndexNotFoundError(f"index {name} does not exist")
+        now_origin, generation = rows[0][0], rows[0][1]
+        if now_origin != origin or generation < since:
+            return Delta(generation, [], 0, iter(()), reset=True, origin=now_origin)
+        present = [r for r in rows if r[2] is not None and r[3] is not None]
+        removed = [r[2] for r in rows if r[2] is not None and r[3] is None]
+        batches = iter([_batch(present, dim)] if present else [])
+        return Delta(generation, removed, len(present), batches, origin=origin)
+
+    def _snapshot(self, name: str, dim: int) -> Delta:
+        """Every row of ``name`` and the generation they reflect, read in one snapshot."""
+        rows = self._snapshot_rows(name, dim)
+        origin, generation, total = next(rows)
+        return Delta(generation, [], total, rows, origin=origin)  # type: ignore[arg-type]
+
+    def _snapshot_rows(self, name: str, dim: int) -> Iterator[Any]:
+        with self.storage.connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            head = conn.execute(self._sql["SNAPSHOT_HEAD"], {"name": name}).fetchone()
+            if head is None:
+                raise IndexNotFoundError(f"index {name} does not exist")
+            yield head
+            cur = conn.cursor(name="threadrecall_hnsw_rebuild", binary=True)
+            cur.itersize = BATCH
+            cur.execute(self._sql["SNAPSHOT_ROWS"], {"name": name})
+            while chunk := cur.fetchmany(BATCH):
+                yield _batch(chunk, dim, first=0)
+
+    # ---- index files ----
+
+
+    def index_path(self, name: str) -> Path | None:
+        return None
+
+    def remove_leftovers(self) -> None:
+        pass
+
+
+def _batch(rows: list[tuple[Any, ...]], dim: int, first: int = 2) -> tuple[list[str], np.ndarray, list[str]]:
+    """``(ids, vectors, metadata texts)`` of rows holding id, vector bytes and metadata from
+    column ``first`` on."""
+    ids = [r[first] for r in rows]
+    blob = b"".join(bytes(r[first + 1]) for r in rows)
+    if len(blob) != len(rows) * dim * 4:
+        raise IndexCorruptError(f"a stored vector is not {dim} float32 values")
+    vectors = np.frombuffer(blob, dtype="<f4").astype(np.float32).reshape(len(rows), dim)
+    return ids, vectors, [r[first + 2] for r in rows]

@@ -1,0 +1,89 @@
+"""Several processes on one PostgreSQL: what one saves, semantic recall in another finds on its
+next call (the HNSW index of each process is a cache of the rows in the database)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from threadrecall import Memory
+from threadrecall.embedders import HashEmbedder
+from threadrecall.storage import PostgresStorage
+
+TRIES = 1_000
+OPTIONS = {"last_messages": 0,
+           "semantic_recall": {"top_k": 1, "message_range": 0, "scope": "resource"}}
+
+WRITER = textwrap.dedent("""
+    import sys
+    from threadrecall import Memory
+    from threadrecall.embedders import HashEmbedder
+    from threadrecall.storage import PostgresStorage
+
+    dsn, schema = sys.argv[1], sys.argv[2]
+    memory = Memory(storage=PostgresStorage(dsn, schema=schema), embedder=HashEmbedder(dim=64),
+                    options={"semantic_recall": {"scope": "resource"}})
+    print("ready", flush=True)
+    for line in sys.stdin:
+        i = int(line)
+        memory.save_messages([{"id": f"m{i}", "thread_id": f"t{i % 7}", "resource_id": "r1",
+                               "role": "user", "content": f"note {i} about kw{i}x and kw{i * 7}y"}])
+        print(i, flush=True)
+    memory.close()
+""")
+
+
+def test_a_message_saved_in_one_process_is_found_by_the_next_recall_in_another(pg_dsn, pg_schema):
+    memory = Memory(storage=PostgresStorage(pg_dsn, schema=pg_schema), embedder=HashEmbedder(dim=64),
+                    options=OPTIONS)
+    memory.create_thread("r1", thread_id="t0")
+    memory.save_messages([{"id": "seed", "thread_id": "t0", "role": "user", "content": "hello"}])
+    assert [m.id for m in memory.recall("t0", resource_id="r1", vector_search_string="hello").messages] == ["seed"]
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, pg_dsn, pg_schema], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "ready"
+        misses = []
+        for i in range(TRIES):
+            writer.stdin.write(f"{i}\n")
+            writer.stdin.flush()
+            assert int(writer.stdout.readline()) == i  # committed in the other process
+            hits = memory.recall("t0", resource_id="r1",
+                                 vector_search_string=f"note {i} about kw{i}x and kw{i * 7}y").messages
+            if [m.id for m in hits] != [f"m{i}"]:
+                misses.append(i)
+        assert misses == []
+    finally:
+        writer.stdin.close()
+        assert writer.wait(timeout=30) == 0
+    memory.close()
+
+
+@pytest.mark.parametrize("deleted_elsewhere", [False, True])
+def test_deletes_and_a_recreated_index_in_another_process_reach_the_cache(pg_dsn, pg_schema, deleted_elsewhere):
+    from threadrecall.vector import HnswVectorStore
+
+    here = HnswVectorStore(PostgresStorage(pg_dsn, schema=pg_schema))
+    here.create_index("docs", 2)
+    here.upsert("docs", [[1, 0], [0, 1]], ids=["a", "b"])
+    assert [r.id for r in here.query("docs", [1, 0], top_k=2)] == ["a", "b"]
+    script = textwrap.dedent(f"""
+        import sys
+        from threadrecall.storage import PostgresStorage
+        from threadrecall.vector import HnswVectorStore
+        store = HnswVectorStore(PostgresStorage(sys.argv[1], schema=sys.argv[2]))
+        if {deleted_elsewhere}:
+            store.delete_index("docs")
+            store.create_index("docs", 2)
+            store.upsert("docs", [[1, 1]], ids=["c"])
+        else:
+            store.delete_vectors("docs", ids=["a"])
+            store.upsert("docs", [[0.9, 0.1]], ids=["b"], metadata=[{{"moved": True}}])
+    """)
+    subprocess.run([sys.executable, "-c", script, pg_dsn, pg_schema], check=True)
+    got = [(r.id, r.metadata) for r in here.query("docs", [1, 0], top_k=2)]
+    assert got == ([("c", {})] if deleted_elsewhere else [("b", {"moved": True})])
+    here.close()
