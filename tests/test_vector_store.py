@@ -24,14 +24,25 @@ def unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-@pytest.fixture
-def store() -> HnswVectorStore:
-    s = HnswVectorStore()
+@pytest.fixture(params=["hnsw", "pgvector"])
+def store(request):
+    """Each behaviour test runs on the Rust HNSW store and on PgVector over PostgresStorage."""
+    if request.param == "hnsw":
+        s = HnswVectorStore()
+        yield s
+        s.close()
+        return
+    from threadrecall.storage import PostgresStorage
+    from threadrecall.vector import PgVector
+
+    storage = PostgresStorage(request.getfixturevalue("pg_dsn"), schema=request.getfixturevalue("pg_schema"))
+    s = PgVector(storage)
     yield s
     s.close()
+    storage.close()
 
 
-def filled(store: HnswVectorStore, n: int = 300, dim: int = 16, seed: int = 1):
+def filled(store, n: int = 300, dim: int = 16, seed: int = 1):
     rng = np.random.default_rng(seed)
     data = unit(rng, n, dim)
     store.create_index("docs", dim)

@@ -133,7 +133,7 @@ class PgVector:
             raise InvalidArgumentError("storage_or_dsn must be a PostgresStorage or a connection string")
         self._ident = quoted_schema(self.schema)
         self._indexes: dict[str, _Index] = {}
-        with self._connection() as conn:
+        with self._own_transaction() as conn:
             # One extension per database, created once even when processes start together.
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('threadrecall.pgvector', 0))")
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -163,6 +163,13 @@ class PgVector:
             with self._pool.connection() as conn, conn.transaction():
                 yield conn
 
+    @contextmanager
+    def _own_transaction(self) -> Iterator[psycopg.Connection]:
+        """A transaction of its own, committed at its end even inside a caller's transaction."""
+        pool = self._pool if self._pool is not None else self.storage._pool
+        with pool.connection() as conn, conn.transaction():
+            yield conn
+
     def _after_commit(self, callback: Any) -> None:
         if self.storage is not None:
             self.storage.on_commit(callback)
@@ -179,7 +186,9 @@ class PgVector:
             dimension: the length of its vectors.
             metric: ``"cosine"``, ``"euclidean"`` or ``"dotproduct"``.
 
-        Raises DimensionMismatchError when ``name`` exists with another dimension.
+        Raises DimensionMismatchError when ``name`` exists with another dimension. The index
+        is created at once, on a connection of its own: an index is a container, and creating
+        it again is a no-op, so it is kept even when a caller's transaction rolls back.
         """
         _check_name(name)
         if not _is_int(dimension) or dimension < 1:
@@ -188,7 +197,7 @@ class PgVector:
             raise InvalidArgumentError(f"dimension must be at most 16000 (pgvector's limit), got {dimension}")
         if metric not in METRICS:
             raise InvalidArgumentError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
-        with self._connection() as conn:
+        with self._own_transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                          [f"threadrecall.pgvector:{self.schema}:{name}"])
             row = conn.execute(sql.SQL("SELECT dimension FROM {}.pgvector_indexes WHERE name = %s")
