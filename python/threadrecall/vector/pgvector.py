@@ -11,7 +11,8 @@ stored at unit length and compared by inner product, so a zero vector scores 0),
 or minus the L2 distance. Filters are the core's Mongo-style filters, validated by the core and
 compiled to SQL by ``sql_filter``. Searches run with pgvector's iterative index scan
 (``hnsw.iterative_scan = relaxed_order``), so a filtered graph search keeps walking until it
-has ``top_k`` matches instead of returning fewer.
+has ``top_k`` matches instead of returning fewer; both settings are made once per pooled
+connection, so a search outside a transaction is one statement and one round trip.
 
 Given a ``PostgresStorage``, every write runs in its transaction (vectors commit with the
 messages, or roll back with them) and reads inside a transaction see its writes.
@@ -25,6 +26,7 @@ import json
 import math
 import re
 import uuid
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,8 +56,6 @@ HNSW_MAX_DIMENSION = 2000
 # The HNSW candidate list of a search when none is given: pgvector's default (40) gives
 # recall@10 below 0.95 on 100k-vector indexes of text embeddings.
 EF_SEARCH = 100
-# Rows of one INSERT statement while upserting.
-UPSERT_BATCH = 2000
 _TWO_POW_53 = 2.0**53
 
 MIGRATIONS = [
@@ -69,13 +69,14 @@ MIGRATIONS = [
     """,
 ]
 
-# Per metric: the stored form's HNSW operator class, the distance operator, and how the
-# distance becomes the score.
-_OPS = {
-    "cosine": ("vector_ip_ops", "<#>", "-({d})"),
-    "dotproduct": ("vector_ip_ops", "<#>", "-({d})"),
-    "euclidean": ("vector_l2_ops", "<->", "-({d})"),
-}
+# Per metric: the HNSW operator class of the stored form, and the distance operator whose
+# negation is the score (cosine: vectors at unit length, so minus the inner product).
+_OPCLASS = {"cosine": "vector_ip_ops", "dotproduct": "vector_ip_ops", "euclidean": "vector_l2_ops"}
+_OPS = {"cosine": "<#>", "dotproduct": "<#>", "euclidean": "<->"}
+
+_SETTINGS = sql.SQL("SET {scope} hnsw.ef_search = {ef}; SET {scope} hnsw.iterative_scan = relaxed_order")
+# The hnsw.ef_search each pooled connection searches with (its session setting).
+_SEARCH_SETTINGS: weakref.WeakKeyDictionary[psycopg.Connection, int] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ class PgVector:
                 conn.execute(sql.SQL(
                     "CREATE INDEX ON {s}.{t} USING hnsw (embedding {ops}) "
                     "WITH (m = {m}, ef_construction = {ef})").format(
-                        ops=sql.SQL(_OPS[metric][0]), m=sql.Literal(self.m),
+                        ops=sql.SQL(_OPCLASS[metric]), m=sql.Literal(self.m),
                         ef=sql.Literal(self.ef_construction), **params))
 
     def describe_index(self, name: str) -> IndexStats:
@@ -315,16 +316,11 @@ class PgVector:
         if index.metric == "cosine":
             rows = _unit(rows)
         statement = sql.SQL(
-            "INSERT INTO {} (id, embedding, metadata) "
-            "SELECT * FROM unnest(%s::text[], %s::text[]::vector[], %s::text[]::jsonb[]) "
+            "INSERT INTO {} (id, embedding, metadata) VALUES (%s, %s::vector, %s::jsonb) "
             "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding, metadata = excluded.metadata"
         ).format(index.table)
-        with self._reading(name) as conn:
-            for start in range(0, len(keep), UPSERT_BATCH):
-                part = keep[start:start + UPSERT_BATCH]
-                conn.execute(statement, [[ids[k] for k in part],
-                                         [_vector_text(r) for r in rows[start:start + UPSERT_BATCH]],
-                                         [texts[k] for k in part]])
+        with self._reading(name) as conn, conn.cursor() as cur:  # pipelined: one round trip
+            cur.executemany(statement, [(ids[k], _vector_text(r), texts[k]) for k, r in zip(keep, rows)])
         return ids
 
     def query(self, name: str, vector: Any, *, top_k: int = 10, filter: dict[str, Any] | None = None,
@@ -370,26 +366,44 @@ class PgVector:
         if index.metric == "cosine":
             query = _unit(query)
         condition, params = compile_filter(filter if filter != {} else None)
-        _, op, score = _OPS[index.metric]
-        distance = sql.SQL("embedding {} %s::vector").format(sql.SQL(op))
-        statement = sql.SQL("SELECT id, {score}{extra} FROM {t} WHERE {cond} ORDER BY {d} LIMIT %s").format(
-            score=sql.SQL(score).format(d=distance), extra=sql.SQL(extra), t=index.table,
-            cond=condition, d=distance)
-        text = _vector_text(query[0])
-        return statement, [text, *params, text, top_k]
+        # ORDER BY the selected distance: the index's order, and the vector is sent once
+        statement = sql.SQL("SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} WHERE {cond} "
+                            "ORDER BY distance LIMIT %s").format(
+            op=sql.SQL(_OPS[index.metric]), extra=sql.SQL(extra), t=index.table, cond=condition)
+        return statement, [_vector_text(query[0]), *params, top_k]
 
     def _search(self, name: str, vector: Any, top_k: int, filter: Any, extra: str) -> list[tuple]:
+        """Run a search in one round trip. The HNSW settings are session settings of a pooled
+        connection, set the first time it searches (they change nothing but HNSW scans); in
+        the storage's open transaction they are ``SET LOCAL`` and last until it ends."""
         index = self._info(name)
         statement, params = self._statement(index, vector, top_k, filter, extra)
-        with self._reading(name) as conn:
-            with conn.pipeline():
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
-                             "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                             [str(max(self.ef_search, min(top_k, 1000)))])
-                rows = conn.execute(statement, params, prepare=False).fetchall()
+        ef = max(self.ef_search, min(top_k, 1000))
+        with self._read(name) as conn:
+            if self.storage is not None and self.storage.in_transaction:
+                conn.execute(_SETTINGS.format(scope=sql.SQL("LOCAL"), ef=sql.Literal(ef)))
+            elif _SEARCH_SETTINGS.get(conn) != ef:
+                conn.execute(_SETTINGS.format(scope=sql.SQL("SESSION"), ef=sql.Literal(ef)))
+                _SEARCH_SETTINGS[conn] = ef
+            rows = conn.execute(statement, params, prepare=False).fetchall()
         # relaxed_order may return near neighbours slightly out of order
-        rows.sort(key=lambda r: -r[1])
-        return rows
+        rows.sort(key=lambda r: r[1])
+        return [(r[0], -r[1], *r[2:]) for r in rows]
+
+    @contextmanager
+    def _read(self, name: str) -> Iterator[psycopg.Connection]:
+        """A connection for one read: the open transaction's, else a pooled one in autocommit."""
+        if self.storage is not None and self.storage.in_transaction:
+            with self._reading(name) as conn:
+                yield conn
+            return
+        pool = self._pool if self._pool is not None else self.storage._pool
+        try:
+            with pool.connection() as conn:
+                yield conn
+        except errors.UndefinedTable:
+            self._indexes.pop(name, None)
+            raise IndexNotFoundError(f"index {name} does not exist") from None
 
     def delete_vectors(self, name: str, *, ids: Sequence[str] | None = None,
                        filter: dict[str, Any] | None = None) -> None:
