@@ -34,14 +34,13 @@ import psycopg
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
-from conftest import SIZES, conversation  # noqa: E402
-from postgres_server import PostgresServer  # noqa: E402
-
-from threadrecall import Memory  # noqa: E402
-from threadrecall.cli import import_messages  # noqa: E402
-from threadrecall.embedders import HashEmbedder  # noqa: E402
-from threadrecall.storage import PostgresStorage  # noqa: E402
-from threadrecall.vector import PgVector  # noqa: E402
+from conftest import SIZES, conversation
+from postgres_server import PostgresServer
+from threadrecall import Memory
+from threadrecall.cli import import_messages
+from threadrecall.embedders import HashEmbedder
+from threadrecall.storage import PostgresStorage
+from threadrecall.vector import PgVector
 
 THREADS = 10_000
 RESOURCES = 100
@@ -137,14 +136,14 @@ def main() -> None:
                 return memory.recall(thread_id, resource_id=resource_id, per_page=0, vector_search_string=query,
                                      thread_config={"semantic_recall": {"scope": scope}})
 
-            def store_call(f, q):
+            def store_call(f, q, qvecs=qvecs):
                 return [i for i, _ in store.search_ids(name, qvecs[q], top_k=10, filter=f)]
 
             statement = psycopg.sql.SQL(
                 "SELECT id FROM {} WHERE metadata -> {} = %s::jsonb ORDER BY embedding <#> %s::vector LIMIT 10"
             ).format(table, psycopg.sql.Literal(key)).as_string(direct)
 
-            def sql_call(f, q):
+            def sql_call(f, q, statement=statement, qvecs=qvecs):
                 value = f'"{next(iter(f.values()))}"'
                 return [r[0] for r in direct.execute(statement, [value, str(qvecs[q].tolist())], prepare=False)]
 

@@ -7,17 +7,15 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-
+from conftest import T0, texts
 from threadrecall import Memory
 from threadrecall.embedders import HashEmbedder
 from threadrecall.errors import IndexNotFoundError, InvalidArgumentError
 
-from conftest import T0, texts
-
 psycopg = pytest.importorskip("psycopg")
 
-from threadrecall.storage import PostgresStorage  # noqa: E402
-from threadrecall.vector import PgVector  # noqa: E402
+from threadrecall.storage import PostgresStorage
+from threadrecall.vector import PgVector
 
 
 @pytest.fixture
@@ -35,12 +33,11 @@ def store(pg):
 def test_writes_join_the_storage_transaction(pg, store):
     store.create_index("docs", 3)
     store.upsert("docs", [[1, 0, 0]], ids=["keep"])
-    with pytest.raises(RuntimeError):
-        with pg.transaction():
-            store.upsert("docs", [[0, 1, 0]], ids=["ghost"])
-            store.delete_vectors("docs", ids=["keep"])
-            assert [r.id for r in store.query("docs", [0, 1, 0], top_k=5)] == ["ghost"]  # sees its writes
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), pg.transaction():
+        store.upsert("docs", [[0, 1, 0]], ids=["ghost"])
+        store.delete_vectors("docs", ids=["keep"])
+        assert [r.id for r in store.query("docs", [0, 1, 0], top_k=5)] == ["ghost"]  # sees its writes
+        raise RuntimeError("boom")
     assert [r.id for r in store.query("docs", [0, 1, 0], top_k=5)] == ["keep"]
     with pg.transaction():
         store.upsert("docs", [[0, 1, 0]], ids=["real"])
@@ -48,11 +45,10 @@ def test_writes_join_the_storage_transaction(pg, store):
 
 
 def test_an_index_created_inside_a_rolled_back_transaction_stays(pg, store):
-    with pytest.raises(RuntimeError):
-        with pg.transaction():
-            store.create_index("kept", 2)
-            store.upsert("kept", [[1, 0]], ids=["a"])
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), pg.transaction():
+        store.create_index("kept", 2)
+        store.upsert("kept", [[1, 0]], ids=["a"])
+        raise RuntimeError("boom")
     assert store.list_indexes() == ["kept"] and store.describe_index("kept").count == 0
     with pytest.raises(IndexNotFoundError):
         store.query("never", [1, 0])
@@ -189,10 +185,9 @@ def test_deleted_and_updated_messages_follow_in_the_vectors(pg):
 def test_messages_and_vectors_commit_together(pg):
     memory = memory_on(pg, scope="thread", message_range=0)
     memory.create_thread("r1", thread_id="t1")
-    with pytest.raises(RuntimeError):
-        with memory.transaction():
-            save(memory, "t1", WEATHER)
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), memory.transaction():
+        save(memory, "t1", WEATHER)
+        raise RuntimeError("boom")
     assert memory.vector.describe_index(memory.index.name).count == 0
     save(memory, "t1", WEATHER)
     assert memory.vector.describe_index(memory.index.name).count == len(WEATHER)

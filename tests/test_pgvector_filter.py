@@ -12,14 +12,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from threadrecall import _core
 from threadrecall.errors import InvalidArgumentError, InvalidFilterError
 
 psycopg = pytest.importorskip("psycopg")
 
-from threadrecall.vector.pgvector import _metadata_json  # noqa: E402
-from threadrecall.vector.sql_filter import compile_filter, float_json  # noqa: E402
+from threadrecall.vector.pgvector import _metadata_json
+from threadrecall.vector.sql_filter import compile_filter, float_json
 
 KEYS = ["a", "b", "c", "k'\"q", "é"]
 # Values chosen to collide across types: 1 / 1.0 / True / "1", 0 / -0.0 / False / None,

@@ -44,7 +44,7 @@ from ..errors import (
 )
 from ..storage.postgres.schema import migrate, quoted_schema
 from ..types import IndexStats, QueryResult, check_text, dumps
-from .sql_filter import compile_filter, float_json
+from .sql_filter import TRUE, compile_filter, float_json
 
 __all__ = ["PgVector"]
 
@@ -57,6 +57,11 @@ HNSW_MAX_DIMENSION = 2000
 # recall@10 below 0.95 on 100k-vector indexes of text embeddings.
 EF_SEARCH = 100
 _TWO_POW_53 = 2.0**53
+# A filtered search passing fewer rows than this scans them exactly (through the btree
+# indexes on thread_id / resource_id, or the table); more, and it walks the HNSW graph.
+# At 100k x 384 an exact scan of 1,000 rows takes a few ms where the iterative graph walk
+# to a 1% scope takes tens (benches/bench_pgvector.py).
+EXACT_SCOPE = 3000
 
 MIGRATIONS = [
     """
@@ -164,11 +169,17 @@ class PgVector:
             with self._pool.connection() as conn, conn.transaction():
                 yield conn
 
+    def _pooled(self) -> ConnectionPool:
+        """The pool of connections outside any transaction: ours, or the storage's."""
+        if self._pool is not None:
+            return self._pool
+        pool: ConnectionPool = self.storage._pool  # type: ignore[union-attr]
+        return pool
+
     @contextmanager
     def _own_transaction(self) -> Iterator[psycopg.Connection]:
         """A transaction of its own, committed at its end even inside a caller's transaction."""
-        pool = self._pool if self._pool is not None else self.storage._pool
-        with pool.connection() as conn, conn.transaction():
+        with self._pooled().connection() as conn, conn.transaction():
             yield conn
 
     def _after_commit(self, callback: Any) -> None:
@@ -208,9 +219,9 @@ class PgVector:
                     raise DimensionMismatchError(
                         f"index {name} exists with dimension {row[0]}, not {dimension}")
                 return
-            (n,) = conn.execute(sql.SQL(
+            (n,) = _one(conn.execute(sql.SQL(
                 "INSERT INTO {}.pgvector_indexes (name, dimension, metric) VALUES (%s, %s, %s) "
-                "RETURNING n").format(self._ident), [name, dimension, metric]).fetchone()
+                "RETURNING n").format(self._ident), [name, dimension, metric]))
             table = sql.Identifier(f"pgvector_{n}")
             params = {"s": self._ident, "t": table, "dim": sql.Literal(dimension)}
             conn.execute(sql.SQL(
@@ -230,7 +241,7 @@ class PgVector:
         """Dimension, metric and vector count of an index."""
         index = self._info(name)
         with self._reading(name) as conn:
-            (count,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(index.table)).fetchone()
+            (count,) = _one(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(index.table)))
         return IndexStats(dimension=index.dimension, metric=index.metric, count=count)
 
     def list_indexes(self) -> list[str]:
@@ -366,11 +377,24 @@ class PgVector:
         if index.metric == "cosine":
             query = _unit(query)
         condition, params = compile_filter(filter if filter != {} else None)
-        # ORDER BY the selected distance: the index's order, and the vector is sent once
-        statement = sql.SQL("SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} WHERE {cond} "
-                            "ORDER BY distance LIMIT %s").format(
-            op=sql.SQL(_OPS[index.metric]), extra=sql.SQL(extra), t=index.table, cond=condition)
-        return statement, [_vector_text(query[0]), *params, top_k]
+        text = _vector_text(query[0])
+        parts = {"op": sql.SQL(_OPS[index.metric]), "extra": sql.SQL(extra), "t": index.table,
+                 "cond": condition, "n": sql.Literal(EXACT_SCOPE)}
+        if condition is TRUE:  # ORDER BY the selected distance: the index's order, sent once
+            return sql.SQL("SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} "
+                           "ORDER BY distance LIMIT %s").format(**parts), [text, top_k]
+        # A filtered search: an exact scan of the rows passing the filter when fewer than
+        # EXACT_SCOPE do (found through the scope indexes), else the iterative HNSW scan. The
+        # count gates each branch as a one-time filter, so only one of them ever runs.
+        statement = sql.SQL(
+            "WITH scope AS MATERIALIZED (SELECT 1 FROM {t} WHERE {cond} LIMIT {n}), "
+            "small AS MATERIALIZED (SELECT * FROM {t} WHERE {cond} AND (SELECT count(*) FROM scope) < {n}) "
+            "(SELECT id, embedding {op} %s::vector AS distance{extra} FROM small "
+            "ORDER BY distance LIMIT %s) UNION ALL "
+            "(SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} "
+            "WHERE {cond} AND (SELECT count(*) FROM scope) >= {n} ORDER BY distance LIMIT %s)"
+        ).format(**parts)
+        return statement, [*params, *params, text, top_k, text, *params, top_k]
 
     def _search(self, name: str, vector: Any, top_k: int, filter: Any, extra: str) -> list[tuple]:
         """Run a search in one round trip. The HNSW settings are session settings of a pooled
@@ -397,9 +421,8 @@ class PgVector:
             with self._reading(name) as conn:
                 yield conn
             return
-        pool = self._pool if self._pool is not None else self.storage._pool
         try:
-            with pool.connection() as conn:
+            with self._pooled().connection() as conn:
                 yield conn
         except errors.UndefinedTable:
             self._indexes.pop(name, None)
@@ -417,7 +440,8 @@ class PgVector:
         index = self._info(name)
         if ids is None and filter is None:
             raise InvalidArgumentError("delete_vectors needs ids or a filter")
-        terms, params = [], []
+        terms: list[sql.Composable] = []
+        params: list[Any] = []
         if ids is not None:
             ids = [ids] if isinstance(ids, str) else list(ids)
             if any(not isinstance(i, str) for i in ids):
@@ -462,6 +486,12 @@ class PgVector:
     async def adelete_index(self, name: str) -> None:
         """The async twin of ``delete_index``, with the same parameters."""
         return await asyncio.to_thread(self.delete_index, name)
+
+
+def _one(cursor: psycopg.Cursor) -> tuple[Any, ...]:
+    row = cursor.fetchone()
+    assert row is not None
+    return row
 
 
 def _metadata_json(metadata: dict[str, Any]) -> str:
