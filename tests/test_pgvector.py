@@ -191,3 +191,22 @@ def test_messages_and_vectors_commit_together(pg):
     assert memory.vector.describe_index(memory.index.name).count == 0
     save(memory, "t1", WEATHER)
     assert memory.vector.describe_index(memory.index.name).count == len(WEATHER)
+
+
+def test_a_large_scope_takes_the_graph_branch_and_finds_the_exact_top(monkeypatch, store):
+    from threadrecall.vector import pgvector
+
+    monkeypatch.setattr(pgvector, "EXACT_SCOPE", 10)  # every scope here is "large"
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal((400, 16)).astype(np.float32)
+    meta = [{"thread_id": f"t{i % 4}", "n": i} for i in range(400)]
+    store.create_index("docs", 16)
+    store.upsert("docs", data, ids=[f"v{i}" for i in range(400)], metadata=meta)
+    statement, _ = store.search_sql("docs", data[0], top_k=5, filter={"thread_id": "t1"})
+    assert "UNION ALL" in statement  # the exact branch and the graph branch, gated by the count
+    unit = data / np.linalg.norm(data, axis=1, keepdims=True)
+    for q in rng.standard_normal((5, 16)).astype(np.float32):
+        members = [i for i in range(400) if meta[i]["thread_id"] == "t1" and meta[i]["n"] >= 100]
+        order = np.argsort(-(unit[members] @ (q / np.linalg.norm(q))))[:5]
+        flt = {"$and": [{"thread_id": "t1"}, {"n": {"$gte": 100}}]}
+        assert [r.id for r in store.query("docs", q, top_k=5, filter=flt)] == [f"v{members[j]}" for j in order]
