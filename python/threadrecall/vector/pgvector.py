@@ -79,7 +79,8 @@ MIGRATIONS = [
 _OPCLASS = {"cosine": "vector_ip_ops", "dotproduct": "vector_ip_ops", "euclidean": "vector_l2_ops"}
 _OPS = {"cosine": "<#>", "dotproduct": "<#>", "euclidean": "<->"}
 
-_SETTINGS = sql.SQL("SET {scope} hnsw.ef_search = {ef}; SET {scope} hnsw.iterative_scan = relaxed_order")
+# One statement each: a transaction in pipeline mode takes no multi-statement string.
+_SETTINGS = (sql.SQL("SET {scope} hnsw.ef_search = {ef}"), sql.SQL("SET {scope} hnsw.iterative_scan = relaxed_order"))
 # The hnsw.ef_search each pooled connection searches with (its session setting).
 _SEARCH_SETTINGS: weakref.WeakKeyDictionary[psycopg.Connection, int] = weakref.WeakKeyDictionary()
 
@@ -169,17 +170,24 @@ class PgVector:
             with self._pool.connection() as conn, conn.transaction():
                 yield conn
 
-    def _pooled(self) -> ConnectionPool:
-        """The pool of connections outside any transaction: ours, or the storage's."""
+    @contextmanager
+    def _pooled(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection in autocommit mode, outside any transaction: ours, or the
+        storage's."""
         if self._pool is not None:
-            return self._pool
-        pool: ConnectionPool = self.storage._pool  # type: ignore[union-attr]
-        return pool
+            with self._pool.connection() as conn:
+                yield conn
+        elif hasattr(self.storage, "connection"):
+            with self.storage.connection() as conn:  # type: ignore[union-attr]
+                yield conn
+        else:
+            with self.storage._pool.connection() as conn:  # type: ignore[union-attr]
+                yield conn
 
     @contextmanager
     def _own_transaction(self) -> Iterator[psycopg.Connection]:
         """A transaction of its own, committed at its end even inside a caller's transaction."""
-        with self._pooled().connection() as conn, conn.transaction():
+        with self._pooled() as conn, conn.transaction():
             yield conn
 
     def _after_commit(self, callback: Any) -> None:
@@ -405,9 +413,11 @@ class PgVector:
         ef = max(self.ef_search, min(top_k, 1000))
         with self._read(name) as conn:
             if self.storage is not None and self.storage.in_transaction:
-                conn.execute(_SETTINGS.format(scope=sql.SQL("LOCAL"), ef=sql.Literal(ef)))
+                for setting in _SETTINGS:
+                    conn.execute(setting.format(scope=sql.SQL("LOCAL"), ef=sql.Literal(ef)))
             elif _SEARCH_SETTINGS.get(conn) != ef:
-                conn.execute(_SETTINGS.format(scope=sql.SQL("SESSION"), ef=sql.Literal(ef)))
+                for setting in _SETTINGS:
+                    conn.execute(setting.format(scope=sql.SQL("SESSION"), ef=sql.Literal(ef)))
                 _SEARCH_SETTINGS[conn] = ef
             rows = conn.execute(statement, params, prepare=False).fetchall()
         # relaxed_order may return near neighbours slightly out of order
@@ -422,7 +432,7 @@ class PgVector:
                 yield conn
             return
         try:
-            with self._pooled().connection() as conn:
+            with self._pooled() as conn:
                 yield conn
         except errors.UndefinedTable:
             self._indexes.pop(name, None)
