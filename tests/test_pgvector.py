@@ -1,0 +1,212 @@
+"""PgVector on a real PostgreSQL: transactions shared with PostgresStorage, metrics, plans, and
+semantic recall through Memory end to end."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from conftest import T0, texts
+from threadrecall import Memory
+from threadrecall.embedders import HashEmbedder
+from threadrecall.errors import IndexNotFoundError, InvalidArgumentError
+
+psycopg = pytest.importorskip("psycopg")
+
+from threadrecall.storage import PostgresStorage
+from threadrecall.vector import PgVector
+
+
+@pytest.fixture
+def pg(pg_dsn, pg_schema):
+    storage = PostgresStorage(pg_dsn, schema=pg_schema)
+    yield storage
+    storage.close()
+
+
+@pytest.fixture
+def store(pg):
+    return PgVector(pg)
+
+
+def test_writes_join_the_storage_transaction(pg, store):
+    store.create_index("docs", 3)
+    store.upsert("docs", [[1, 0, 0]], ids=["keep"])
+    with pytest.raises(RuntimeError), pg.transaction():
+        store.upsert("docs", [[0, 1, 0]], ids=["ghost"])
+        store.delete_vectors("docs", ids=["keep"])
+        assert [r.id for r in store.query("docs", [0, 1, 0], top_k=5)] == ["ghost"]  # sees its writes
+        raise RuntimeError("boom")
+    assert [r.id for r in store.query("docs", [0, 1, 0], top_k=5)] == ["keep"]
+    with pg.transaction():
+        store.upsert("docs", [[0, 1, 0]], ids=["real"])
+    assert store.query("docs", [0, 1, 0], top_k=1)[0].id == "real"
+
+
+def test_an_index_created_inside_a_rolled_back_transaction_stays(pg, store):
+    with pytest.raises(RuntimeError), pg.transaction():
+        store.create_index("kept", 2)
+        store.upsert("kept", [[1, 0]], ids=["a"])
+        raise RuntimeError("boom")
+    assert store.list_indexes() == ["kept"] and store.describe_index("kept").count == 0
+    with pytest.raises(IndexNotFoundError):
+        store.query("never", [1, 0])
+
+
+def test_a_connection_string_and_another_process_dropping_an_index(pg_dsn, pg_schema):
+    with PgVector(pg_dsn, schema=pg_schema) as first, PgVector(pg_dsn, schema=pg_schema) as second:
+        first.create_index("docs", 2, "dotproduct")
+        first.upsert("docs", [[1, 2]], ids=["a"], metadata=[{"k": 1}])
+        assert [(r.id, r.score) for r in second.query("docs", [1, 1])] == [("a", pytest.approx(3.0))]
+        second.delete_index("docs")
+        with pytest.raises(IndexNotFoundError):
+            first.query("docs", [1, 1])  # its cached table is gone
+        first.create_index("docs", 3)
+        assert first.describe_index("docs").dimension == 3
+
+
+def test_scores_follow_each_metric_as_the_hnsw_store_defines_them(store):
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal((50, 8)).astype(np.float32)
+    q = rng.standard_normal(8).astype(np.float32)
+    ids = [f"v{i}" for i in range(50)]
+    expected = {
+        "cosine": data @ q / np.linalg.norm(data, axis=1) / np.linalg.norm(q),
+        "dotproduct": data @ q,
+        "euclidean": -np.linalg.norm(data - q, axis=1),
+    }
+    for metric, scores in expected.items():
+        store.create_index(metric, 8, metric)
+        store.upsert(metric, data, ids=ids)
+        got = store.query(metric, q, top_k=5)
+        order = np.argsort(-scores)[:5]
+        assert [r.id for r in got] == [ids[i] for i in order]
+        np.testing.assert_allclose([r.score for r in got], scores[order], rtol=1e-4, atol=1e-5)
+
+
+def test_a_zero_vector_scores_zero_under_cosine(store):
+    store.create_index("docs", 2)
+    store.upsert("docs", [[0, 0], [1, 0]], ids=["zero", "x"])
+    assert {r.id: round(r.score, 6) for r in store.query("docs", [0, 1], top_k=5)} == {"zero": 0.0, "x": 0.0}
+
+
+def test_metadata_jsonb_cannot_hold_writes_nothing(store):
+    store.create_index("docs", 2)
+    with pytest.raises(InvalidArgumentError, match="JSONB"):
+        store.upsert("docs", [[1, 0], [0, 1]], ids=["a", "b"], metadata=[{"x": 1}, {"x": float("nan")}])
+    assert store.describe_index("docs").count == 0
+
+
+def test_scoped_searches_are_exact_and_use_the_scope_index(pg, store):
+    rng = np.random.default_rng(3)
+    n, dim = 6000, 32
+    data = rng.standard_normal((n, dim)).astype(np.float32)
+    meta = [{"thread_id": f"t{i % 300}", "resource_id": f"r{i % 3}"} for i in range(n)]
+    store.create_index("docs", dim)
+    store.upsert("docs", data, ids=[f"v{i}" for i in range(n)], metadata=meta)
+    unit = data / np.linalg.norm(data, axis=1, keepdims=True)
+    with pg.transaction() as conn:
+        conn.execute(psycopg.sql.SQL("ANALYZE {}").format(store._info("docs").table))
+    q = rng.standard_normal(dim).astype(np.float32)
+    statement, params = store.search_sql("docs", q, top_k=10, filter={"thread_id": "t7"})
+    with pg.transaction() as conn:
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + statement, params, prepare=False))
+    assert "Seq Scan" not in plan and "thread_id" in plan, plan
+    got = [r.id for r in store.query("docs", q, top_k=10, filter={"thread_id": "t7"})]
+    members = [i for i in range(n) if meta[i]["thread_id"] == "t7"]
+    exact = [f"v{members[j]}" for j in np.argsort(-(unit[members] @ (q / np.linalg.norm(q))))[:10]]
+    assert got == exact
+
+
+# ---- semantic recall through Memory ----
+
+WEATHER = [
+    ("user", "What is the weather like in Paris today?"),
+    ("assistant", "Paris weather today is sunny and warm with a light breeze."),
+    ("user", "Can you recommend a good pasta recipe?"),
+    ("assistant", "Try spaghetti carbonara with eggs, pecorino and guanciale."),
+    ("user", "How do I change a flat bicycle tyre?"),
+    ("assistant", "Remove the wheel, lever the tyre off and patch the inner tube."),
+]
+
+
+def memory_on(pg, **options):
+    config = {"last_messages": 0, "semantic_recall": {"top_k": 1, "message_range": 1, **options}}
+    return Memory(storage=pg, vector=PgVector(pg), embedder=HashEmbedder(dim=64), options=config)
+
+
+def save(memory, thread_id, rows, *, resource_id="r1"):
+    if memory.get_thread_by_id(thread_id) is None:
+        memory.create_thread(resource_id, thread_id=thread_id)
+    return memory.save_messages([
+        {"id": f"{thread_id}-{i}", "thread_id": thread_id, "role": role, "content": text,
+         "created_at": T0 + timedelta(minutes=i)}
+        for i, (role, text) in enumerate(rows)])
+
+
+def test_semantic_recall_finds_the_hit_and_its_neighbours(pg):
+    memory = memory_on(pg, scope="thread")
+    save(memory, "t1", WEATHER)
+    result = memory.recall("t1", vector_search_string="Paris weather today sunny warm breeze")
+    assert texts(result) == [WEATHER[i][1] for i in (0, 1, 2)]
+
+
+def test_semantic_recall_scopes_to_thread_or_resource(pg):
+    memory = memory_on(pg, scope="thread", message_range=0)
+    save(memory, "t1", WEATHER[:2])
+    save(memory, "t2", WEATHER[2:])
+    assert texts(memory.recall("t1", vector_search_string="pasta recipe carbonara")) != [WEATHER[3][1]]
+    wide = memory_on(pg, scope="resource", message_range=0)
+    assert texts(wide.recall("t1", resource_id="r1", vector_search_string="spaghetti carbonara eggs pecorino")) \
+        == [WEATHER[3][1]]
+
+
+def test_semantic_filters_read_thread_metadata(pg):
+    memory = memory_on(pg, top_k=10, message_range=0, filter={"category": {"$ne": "home"}})
+    for project, category in (("project-a", "work"), ("project-b", "work"), ("project-c", "home")):
+        memory.create_thread("r1", thread_id=project, metadata={"category": category})
+        save(memory, project, [("user", f"status update for the launch plan of {project}")])
+    result = memory.recall("project-a", resource_id="r1", vector_search_string="launch plan status update")
+    assert {m.thread_id for m in result.messages} == {"project-a", "project-b"}
+
+
+def test_deleted_and_updated_messages_follow_in_the_vectors(pg):
+    memory = memory_on(pg, scope="thread", message_range=0)
+    save(memory, "t1", WEATHER)
+    memory.delete_messages(["t1-1"])
+    assert "t1-1" not in [m.id for m in memory.recall("t1", vector_search_string=WEATHER[1][1]).messages]
+    memory.update_messages([{"id": "t1-4", "content": "Paris weather today is sunny and warm with a light breeze."}])
+    assert [m.id for m in memory.recall("t1", vector_search_string=WEATHER[1][1]).messages] == ["t1-4"]
+    memory.delete_thread("t1")
+    assert memory.vector.describe_index(memory.index.name).count == 0
+
+
+def test_messages_and_vectors_commit_together(pg):
+    memory = memory_on(pg, scope="thread", message_range=0)
+    memory.create_thread("r1", thread_id="t1")
+    with pytest.raises(RuntimeError), memory.transaction():
+        save(memory, "t1", WEATHER)
+        raise RuntimeError("boom")
+    assert memory.vector.describe_index(memory.index.name).count == 0
+    save(memory, "t1", WEATHER)
+    assert memory.vector.describe_index(memory.index.name).count == len(WEATHER)
+
+
+def test_a_large_scope_takes_the_graph_branch_and_finds_the_exact_top(monkeypatch, store):
+    from threadrecall.vector import pgvector
+
+    monkeypatch.setattr(pgvector, "EXACT_SCOPE", 10)  # every scope here is "large"
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal((400, 16)).astype(np.float32)
+    meta = [{"thread_id": f"t{i % 4}", "n": i} for i in range(400)]
+    store.create_index("docs", 16)
+    store.upsert("docs", data, ids=[f"v{i}" for i in range(400)], metadata=meta)
+    statement, _ = store.search_sql("docs", data[0], top_k=5, filter={"thread_id": "t1"})
+    assert "UNION ALL" in statement  # the exact branch and the graph branch, gated by the count
+    unit = data / np.linalg.norm(data, axis=1, keepdims=True)
+    for q in rng.standard_normal((5, 16)).astype(np.float32):
+        members = [i for i in range(400) if meta[i]["thread_id"] == "t1" and meta[i]["n"] >= 100]
+        order = np.argsort(-(unit[members] @ (q / np.linalg.norm(q))))[:5]
+        flt = {"$and": [{"thread_id": "t1"}, {"n": {"$gte": 100}}]}
+        assert [r.id for r in store.query("docs", q, top_k=5, filter=flt)] == [f"v{members[j]}" for j in order]
