@@ -15,6 +15,7 @@ from threadrecall.errors import (
     InvalidFilterError,
     ThreadNotFoundError,
 )
+from threadrecall.storage import Storage
 from threadrecall.types import Message, MessageContent, Thread
 
 
@@ -37,6 +38,10 @@ def ids(rows):
 
 
 # ----------------------------------------------------------------------------- threads
+
+
+def test_every_backend_implements_the_protocol(store):
+    assert isinstance(store, Storage)
 
 
 def test_threads_round_trip_and_keep_created_at_on_save(store):

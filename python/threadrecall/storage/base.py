@@ -22,10 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..types import Message, Resource, Thread, ThreadPage
 from .rows import MessageRow
+
+if TYPE_CHECKING:
+    from .replica import Replica
 
 __all__ = ["Changes", "Storage"]
 
@@ -139,4 +142,14 @@ class Storage(Protocol):
 
     def scan_messages(self, batch: int = 50_000) -> Iterator[list[MessageRow]]:
         """Every stored message, in batches, in insertion order."""
+        ...
+
+    # the in-memory replica, which lexical and hybrid recall read
+    @property
+    def replica(self) -> Replica:
+        """The replica, holding every write committed before the call."""
+        ...
+
+    def lexical(self) -> Any:
+        """The replica's BM25 index (``_core.LexicalIndex``), built on first use."""
         ...
