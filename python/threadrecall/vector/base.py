@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 from ..types import IndexStats, QueryResult
 
-__all__ = ["VectorStore"]
+__all__ = ["AsyncTwins", "VectorStore"]
 
 
 @runtime_checkable
@@ -50,3 +52,37 @@ class VectorStore(Protocol):
 
     def delete_index(self, name: str) -> None:
         """Delete an index and all its vectors."""
+
+
+class AsyncTwins:
+    """The async twins of a vector store's methods: each runs the blocking call in a worker
+    thread."""
+
+
+    async def acreate_index(self, name: str, dimension: int, metric: str = "cosine") -> None:
+        """The async twin of ``create_index``, with the same parameters."""
+        return await asyncio.to_thread(self.create_index, name, dimension, metric)
+
+    async def aupsert(self, name: str, vectors: Any, **kwargs: Any) -> list[str]:
+        """The async twin of ``upsert``, with the same parameters."""
+        return await asyncio.to_thread(functools.partial(self.upsert, name, vectors, **kwargs))
+
+    async def aquery(self, name: str, vector: Any, **kwargs: Any) -> list[QueryResult]:
+        """The async twin of ``query``, with the same parameters."""
+        return await asyncio.to_thread(functools.partial(self.query, name, vector, **kwargs))
+
+    async def adelete_vectors(self, name: str, **kwargs: Any) -> None:
+        """The async twin of ``delete_vectors``, with the same parameters."""
+        return await asyncio.to_thread(functools.partial(self.delete_vectors, name, **kwargs))
+
+    async def adescribe_index(self, name: str) -> IndexStats:
+        """The async twin of ``describe_index``, with the same parameters."""
+        return await asyncio.to_thread(self.describe_index, name)
+
+    async def alist_indexes(self) -> list[str]:
+        """The async twin of ``list_indexes``, with the same parameters."""
+        return await asyncio.to_thread(self.list_indexes)
+
+    async def adelete_index(self, name: str) -> None:
+        """The async twin of ``delete_index``, with the same parameters."""
+        return await asyncio.to_thread(self.delete_index, name)

@@ -25,7 +25,6 @@ waiting. ``link()`` links everything now; the index file saves the waiting queue
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import itertools
 import json
@@ -52,6 +51,7 @@ from ..errors import (
 )
 from ..storage.duckdb import Database
 from ..types import IndexStats, QueryResult, check_json, check_text, check_texts, dumps
+from .base import AsyncTwins
 from .rows import Delta, Rows
 from .rows_duckdb import MIGRATIONS, DuckDBRows
 
@@ -207,7 +207,7 @@ def _private(db: Any, handle: Any) -> bool:
     return isinstance(db, Database) and db.in_memory and handle is not None
 
 
-class HnswVectorStore:
+class HnswVectorStore(AsyncTwins):
     """Named vector indexes in DuckDB or PostgreSQL, searched through an in-memory HNSW graph.
 
     >>> store = HnswVectorStore()
@@ -863,36 +863,6 @@ class HnswVectorStore:
         loaded.generation = delta.generation
         loaded.origin = delta.origin
         loaded.changes += delta.total + len(delta.removed)
-
-    # ---- async twins ----
-
-    async def acreate_index(self, name: str, dimension: int, metric: str = "cosine") -> None:
-        """The async twin of ``create_index``, with the same parameters."""
-        return await asyncio.to_thread(self.create_index, name, dimension, metric)
-
-    async def aupsert(self, name: str, vectors: Any, **kwargs: Any) -> list[str]:
-        """The async twin of ``upsert``, with the same parameters."""
-        return await asyncio.to_thread(functools.partial(self.upsert, name, vectors, **kwargs))
-
-    async def aquery(self, name: str, vector: Any, **kwargs: Any) -> list[QueryResult]:
-        """The async twin of ``query``, with the same parameters."""
-        return await asyncio.to_thread(functools.partial(self.query, name, vector, **kwargs))
-
-    async def adelete_vectors(self, name: str, **kwargs: Any) -> None:
-        """The async twin of ``delete_vectors``, with the same parameters."""
-        return await asyncio.to_thread(functools.partial(self.delete_vectors, name, **kwargs))
-
-    async def adescribe_index(self, name: str) -> IndexStats:
-        """The async twin of ``describe_index``, with the same parameters."""
-        return await asyncio.to_thread(self.describe_index, name)
-
-    async def alist_indexes(self) -> list[str]:
-        """The async twin of ``list_indexes``, with the same parameters."""
-        return await asyncio.to_thread(self.list_indexes)
-
-    async def adelete_index(self, name: str) -> None:
-        """The async twin of ``delete_index``, with the same parameters."""
-        return await asyncio.to_thread(self.delete_index, name)
 
 
 def _add_stored(index: _core.VectorIndex, ids: list[str], vectors: np.ndarray, texts: list[str]) -> None:

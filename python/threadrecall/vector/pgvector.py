@@ -20,7 +20,6 @@ messages, or roll back with them) and reads inside a transaction see its writes.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import math
@@ -44,6 +43,7 @@ from ..errors import (
 )
 from ..storage.postgres.schema import migrate, quoted_schema
 from ..types import IndexStats, QueryResult, check_text, dumps
+from .base import AsyncTwins
 from .sql_filter import TRUE, compile_filter, float_json
 
 __all__ = ["PgVector"]
@@ -92,7 +92,7 @@ class _Index:
     metric: str
 
 
-class PgVector:
+class PgVector(AsyncTwins):
     """Named vector indexes in PostgreSQL, searched by pgvector's HNSW.
 
     >>> store = PgVector(dsn, schema="docs_pgvector")  # doctest: +SKIP
@@ -466,36 +466,6 @@ class PgVector:
         with self._reading(name) as conn:
             conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(
                 index.table, sql.SQL(" OR ").join(terms)), params)
-
-    # ---- async twins ----
-
-    async def acreate_index(self, name: str, dimension: int, metric: str = "cosine") -> None:
-        """The async twin of ``create_index``, with the same parameters."""
-        return await asyncio.to_thread(self.create_index, name, dimension, metric)
-
-    async def aupsert(self, name: str, vectors: Any, **kwargs: Any) -> list[str]:
-        """The async twin of ``upsert``, with the same parameters."""
-        return await asyncio.to_thread(functools.partial(self.upsert, name, vectors, **kwargs))
-
-    async def aquery(self, name: str, vector: Any, **kwargs: Any) -> list[QueryResult]:
-        """The async twin of ``query``, with the same parameters."""
-        return await asyncio.to_thread(functools.partial(self.query, name, vector, **kwargs))
-
-    async def adelete_vectors(self, name: str, **kwargs: Any) -> None:
-        """The async twin of ``delete_vectors``, with the same parameters."""
-        return await asyncio.to_thread(functools.partial(self.delete_vectors, name, **kwargs))
-
-    async def adescribe_index(self, name: str) -> IndexStats:
-        """The async twin of ``describe_index``, with the same parameters."""
-        return await asyncio.to_thread(self.describe_index, name)
-
-    async def alist_indexes(self) -> list[str]:
-        """The async twin of ``list_indexes``, with the same parameters."""
-        return await asyncio.to_thread(self.list_indexes)
-
-    async def adelete_index(self, name: str) -> None:
-        """The async twin of ``delete_index``, with the same parameters."""
-        return await asyncio.to_thread(self.delete_index, name)
 
 
 def _one(cursor: psycopg.Cursor) -> tuple[Any, ...]:
