@@ -182,7 +182,7 @@ def test_bad_vector_calls_raise_and_write_nothing(tmp_path, name, call, error, f
     store = HnswVectorStore(tmp_path / "v.duckdb")
     store.create_index("x", 2)
     store.upsert("x", [[0, 1]], ids=["kept"])
-    cur = store.db.cursor()
+    cur = store.rows.db.cursor()
     before = cur.execute("SELECT * FROM vector_rows").fetchall()
     with pytest.raises(error, match=re.escape(fragment)):
         call(store)
