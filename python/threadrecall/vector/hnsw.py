@@ -30,7 +30,6 @@ import itertools
 import json
 import logging
 import os
-import re
 import sys
 import threading
 import uuid
@@ -51,6 +50,10 @@ from ..errors import (
 )
 from ..storage.duckdb import Database
 from ..types import IndexStats, QueryResult, check_json, check_text, check_texts, dumps
+from .arguments import METRICS
+from .arguments import as_matrix as _as_matrix
+from .arguments import check_name as _check_name
+from .arguments import is_int as _is_int
 from .base import AsyncTwins
 from .rows import Delta, Rows
 from .rows_duckdb import MIGRATIONS, DuckDBRows
@@ -59,8 +62,6 @@ __all__ = ["HnswVectorStore"]
 
 log = logging.getLogger(__name__)
 
-METRICS = ("cosine", "euclidean", "dotproduct")
-NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]{0,62}$")
 # Save the index file once this many vectors changed since the last save, or a quarter of the
 # index when that is more: saving rewrites the whole file, so the cost stays proportional to
 # the changes however large the index grows. The background linker saves when it is idle, so
@@ -883,37 +884,3 @@ def _lower_priority() -> None:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LINKER_NICE)
         except OSError:  # not permitted: run at normal priority
             pass
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _check_name(name: Any) -> None:
-    if not isinstance(name, str) or not NAME.match(name):
-        raise InvalidArgumentError(
-            f"index name must be 1-63 letters, digits, '_' or '-', got {name!r}"
-        )
-
-
-def _as_matrix(vectors: Any, dimension: int, single: bool = False) -> np.ndarray:
-    """A C-contiguous float32 ``(n, dimension)`` array of finite values, or the right error."""
-    try:
-        arr = np.asarray(vectors, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgumentError(f"vectors must be numbers: {exc}") from None
-    if single:
-        if arr.ndim != 1:
-            raise InvalidArgumentError("the query must be one vector (a flat list or 1-d array)")
-        arr = arr.reshape(1, -1)
-    elif arr.ndim == 1 and arr.size == 0:
-        arr = arr.reshape(0, dimension)
-    elif arr.ndim != 2:
-        raise InvalidArgumentError("vectors must be a list of vectors or a 2-d array")
-    if arr.shape[1] != dimension:
-        raise DimensionMismatchError(
-            f"vector dimension {arr.shape[1]} does not match the index dimension {dimension}"
-        )
-    if not np.isfinite(arr).all():
-        raise InvalidArgumentError("vectors must hold finite numbers")
-    return np.ascontiguousarray(arr)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 import uuid
 import weakref
 from collections.abc import Iterator, Sequence
@@ -43,13 +42,15 @@ from ..errors import (
 )
 from ..storage.postgres.schema import migrate, quoted_schema
 from ..types import IndexStats, QueryResult, check_text, dumps
+from .arguments import METRICS
+from .arguments import as_matrix as _as_matrix
+from .arguments import check_name as _check_name
+from .arguments import is_int as _is_int
 from .base import AsyncTwins
 from .sql_filter import TRUE, compile_filter, float_json
 
 __all__ = ["PgVector"]
 
-METRICS = ("cosine", "euclidean", "dotproduct")
-NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]{0,62}$")
 # pgvector indexes ``vector`` columns of at most this many dimensions with HNSW; wider
 # indexes are searched exactly.
 HNSW_MAX_DIMENSION = 2000
@@ -512,34 +513,3 @@ def _unit(matrix: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length; a zero row stays zero (as the core's cosine stores it)."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _check_name(name: Any) -> None:
-    if not isinstance(name, str) or not NAME.match(name):
-        raise InvalidArgumentError(f"index name must be 1-63 letters, digits, '_' or '-', got {name!r}")
-
-
-def _as_matrix(vectors: Any, dimension: int, single: bool = False) -> np.ndarray:
-    """A C-contiguous float32 ``(n, dimension)`` array of finite values, or the right error."""
-    try:
-        arr = np.asarray(vectors, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgumentError(f"vectors must be numbers: {exc}") from None
-    if single:
-        if arr.ndim != 1:
-            raise InvalidArgumentError("the query must be one vector (a flat list or 1-d array)")
-        arr = arr.reshape(1, -1)
-    elif arr.ndim == 1 and arr.size == 0:
-        arr = arr.reshape(0, dimension)
-    elif arr.ndim != 2:
-        raise InvalidArgumentError("vectors must be a list of vectors or a 2-d array")
-    if arr.shape[1] != dimension:
-        raise DimensionMismatchError(
-            f"vector dimension {arr.shape[1]} does not match the index dimension {dimension}")
-    if not np.isfinite(arr).all():
-        raise InvalidArgumentError("vectors must hold finite numbers")
-    return np.ascontiguousarray(arr)
