@@ -73,6 +73,15 @@ MIGRATIONS = [
     """,
 ]
 
+_UPSERT_THREADS = """
+    INSERT INTO threads SELECT * FROM incoming_threads
+    ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id,
+        title = excluded.title, metadata = excluded.metadata,
+        updated_at = excluded.updated_at
+    RETURNING id, resource_id, title, metadata, created_at, updated_at
+"""
+_THREAD_VALUES = "(?, ?, ?, ?, ?, ?)"
+
 _UPSERT_MESSAGES = """
     INSERT INTO messages SELECT * FROM incoming
     ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
@@ -200,25 +209,65 @@ class DuckDBStorage:
         return self.save_threads([thread])[thread.id]
 
     def save_threads(self, threads: Sequence[Thread]) -> dict[str, Thread]:
-        """Insert or replace threads in one statement; returns them as stored, by id."""
+        """Insert or replace threads; returns them as stored, by id. An existing thread keeps
+        its ``created_at``; a few threads take a point update or a plain insert each, which
+        DuckDB runs far cheaper than an upsert."""
         if not threads:
             return {}
+        latest = {t.id: t for t in threads}
+        if len(latest) > VALUES_ROWS:
+            return self._upsert_threads(list(latest.values()))
+        now = _now()
         with self.db.transaction() as tx:
-            tx.register("incoming_threads", _thread_table(threads))
+            existing = self.get_threads(latest)
+            stored: dict[str, Thread] = {}
+            fresh = []
+            for t in latest.values():
+                metadata = dumps(t.metadata or {})
+                old = existing.get(t.id)
+                created = old.created_at if old is not None else t.created_at or now
+                stored[t.id] = Thread(t.id, t.resource_id, t.title or "", json.loads(metadata), created,
+                                      t.updated_at or now)
+                if old is not None:
+                    tx.execute("UPDATE threads SET resource_id = ?, title = ?, metadata = ?, updated_at = ? "
+                               "WHERE id = ?", [t.resource_id, t.title or "", metadata, t.updated_at or now, t.id])
+                else:
+                    fresh.append(stored[t.id])
+            if fresh:
+                self._insert_threads(tx, fresh)
+            self._saved_threads(stored, {t.id for t in latest.values() if t.updated_at is None})
+        return stored
+
+    def _upsert_threads(self, threads: list[Thread]) -> dict[str, Thread]:
+        with self.db.transaction() as tx:
+            tx.register("incoming_threads", _thread_table(threads, _now()))
             try:
-                rows = tx.execute(
-                    """
-                    INSERT INTO threads SELECT * FROM incoming_threads
-                    ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id,
-                        title = excluded.title, metadata = excluded.metadata,
-                        updated_at = excluded.updated_at
-                    RETURNING id, resource_id, title, metadata, created_at, updated_at
-                    """
-                ).fetchall()
+                rows = tx.execute(_UPSERT_THREADS).fetchall()
             finally:
                 tx.unregister("incoming_threads")
-            self._forget_threads(row[0] for row in rows)
-        return {row[0]: _thread(row) for row in rows}
+            stored = {row[0]: _thread(row) for row in rows}
+            self._saved_threads(stored, {t.id for t in threads if t.updated_at is None})
+        return stored
+
+    def _saved_threads(self, stored: dict[str, Thread], now: set[str]) -> None:
+        """Record threads the open transaction saved: the cache gets them once it commits, and
+        those saved as of now need no touch from messages saved to them in the same transaction."""
+        self._forget_threads(stored)
+        self._written_threads().update((i, t) for i, t in stored.items() if i in now)
+        self.db.on_commit(lambda: self._threads.put(stored.values()))
+
+    def _insert_threads(self, tx: Any, threads: Sequence[Thread]) -> None:
+        """A plain insert of complete threads (every field set)."""
+        if len(threads) <= VALUES_ROWS:
+            params = [v for t in threads for v in (
+                t.id, t.resource_id, t.title, dumps(t.metadata), t.created_at, t.updated_at)]
+            tx.execute("INSERT INTO threads VALUES " + ", ".join([_THREAD_VALUES] * len(threads)), params)
+            return
+        tx.register("incoming_threads", _thread_table(threads, _now()))
+        try:
+            tx.execute("INSERT INTO threads SELECT * FROM incoming_threads")
+        finally:
+            tx.unregister("incoming_threads")
 
     def create_threads(self, threads: Sequence[Thread]) -> dict[str, Thread]:
         """Insert threads the caller found missing in its open transaction: a plain insert, far
@@ -230,11 +279,7 @@ class DuckDBStorage:
         made = {t.id: Thread(t.id, t.resource_id, t.title or "", t.metadata or {},
                              t.created_at or now, t.updated_at or now) for t in threads}
         with self.db.transaction() as tx:
-            tx.register("incoming_threads", _thread_table(list(made.values())))
-            try:
-                tx.execute("INSERT INTO threads SELECT * FROM incoming_threads")
-            finally:
-                tx.unregister("incoming_threads")
+            self._insert_threads(tx, list(made.values()))
             self._written_threads().update(made)
             self.db.on_commit(lambda: self._threads.put(made.values()))
         return made
@@ -522,8 +567,7 @@ def _message_table(messages: Sequence[Message], seqs: Sequence[int], contents: l
     })
 
 
-def _thread_table(threads: Sequence[Thread]) -> pa.Table:
-    now = _now()
+def _thread_table(threads: Sequence[Thread], now: datetime) -> pa.Table:
     return pa.table({
         "id": [t.id for t in threads],
         "resource_id": [t.resource_id for t in threads],

@@ -1,0 +1,300 @@
+"""One turn of each framework integration next to the framework's own default backend,
+interleaved: every round runs one turn on each backend, in alternating order, so a change of
+load on a shared machine reaches both sides alike.
+
+Run: ``python benches/compare_integrations.py [--rounds 60] [--only langgraph,llama-index]``.
+
+For each framework it prints the median, best (minimum) and p90 time of a turn per backend,
+the ratio of each to the framework default's, and how many DuckDB transactions threadrecall
+committed per turn. The same run measures the durable-write floor on the same disk: one
+``save_messages`` of one message, a bare DuckDB insert in its own transaction, and one
+``fdatasync`` of a small append, so ``commits x floor`` can be set beside each default's turn.
+threadrecall is on a DuckDB file in a temporary directory throughout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import operator
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import duckdb
+
+from threadrecall import Memory
+from threadrecall.storage import DuckDBStorage
+from threadrecall.storage.duckdb import database
+
+Turn = Callable[[], Any]
+
+
+class Commits:
+    """Counts the outermost transactions of every ``Database`` (one DuckDB commit each)."""
+
+    count = 0
+
+    @classmethod
+    def install(cls) -> None:
+        begin = database.Database.transaction
+
+        @contextlib.contextmanager
+        def counted(self: database.Database) -> Any:
+            outer = not self.in_transaction
+            with begin(self) as tx:
+                yield tx
+            if outer:
+                cls.count += 1
+
+        database.Database.transaction = counted  # type: ignore[method-assign]
+
+
+class Bench:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.names = itertools.count()
+
+    def memory(self) -> Memory:
+        return Memory(storage=DuckDBStorage(self.folder / f"m{next(self.names)}.duckdb"))
+
+    def path(self, suffix: str) -> Path:
+        return self.folder / f"f{next(self.names)}{suffix}"
+
+
+# ----------------------------------------------------------------------------- frameworks
+
+def langgraph(bench: Bench, durability: str) -> dict[str, Turn]:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Command, interrupt
+
+    from threadrecall.integrations.langgraph import ThreadRecallSaver
+
+    class Steps(TypedDict):
+        steps: Annotated[list[str], operator.add]
+
+    def run_on(saver: Any) -> Turn:
+        builder = StateGraph(Steps)
+        builder.add_node("draft", lambda s: {"steps": ["drafted"]})
+        builder.add_node("review", lambda s: {"steps": [f"reviewed:{interrupt('approve?')}"]})
+        builder.add_node("publish", lambda s: {"steps": ["published"]})
+        builder.add_edge(START, "draft")
+        builder.add_edge("draft", "review")
+        builder.add_edge("review", "publish")
+        builder.add_edge("publish", END)
+        graph = builder.compile(checkpointer=saver)
+        ids = itertools.count()
+
+        def run() -> Any:
+            config = {"configurable": {"thread_id": f"run-{next(ids)}"}}
+            graph.invoke({"steps": []}, config, durability=durability)
+            return graph.invoke(Command(resume="yes"), config, durability=durability)
+        return run
+
+    return {"InMemorySaver": run_on(InMemorySaver()), "threadrecall": run_on(ThreadRecallSaver(bench.memory()))}
+
+
+def pydantic_ai(bench: Bench) -> dict[str, Turn]:
+    from pydantic_ai import Agent
+    from pydantic_ai.conversation import Conversation
+    from pydantic_ai.conversation_store import InMemoryConversationStore
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.usage import UsageLimits
+
+    from threadrecall.integrations.pydantic_ai import ThreadRecallConversationStore
+
+    def turn_on(store: Any) -> Turn:
+        loop = asyncio.new_event_loop()
+        agent = Agent(TestModel(custom_output_text="Noted."))
+
+        async def turn(prompt: str) -> None:
+            conversation = await store.load("c1") or Conversation(conversation_id="c1")
+            result = await agent.run(prompt, conversation=conversation,
+                                     usage_limits=UsageLimits(request_limit=None))
+            await store.save(result)
+
+        for i in range(50):
+            loop.run_until_complete(turn(f"message {i}"))
+        prompts = itertools.count()
+        return lambda: loop.run_until_complete(turn(f"more {next(prompts)}"))
+
+    return {"InMemoryConversationStore": turn_on(InMemoryConversationStore()),
+            "threadrecall": turn_on(ThreadRecallConversationStore(bench.memory()))}
+
+
+def openai_agents(bench: Bench) -> dict[str, Turn]:
+    from agents import Agent, Runner, SQLiteSession, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from threadrecall.integrations.openai_agents import ThreadRecallSession
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return f"Sunny in {city}"
+
+    history = [item for i in range(20) for item in (
+        {"role": "user", "content": f"Question {i}: what is the weather in city {i}?"},
+        {"role": "assistant", "content": f"It is sunny in city {i}."})]
+
+    def turn_on(session: Any) -> Turn:
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(session.add_items(history))
+        model = ScriptedModel()
+        agent = Agent(name="weather", model=model, tools=[get_weather])
+        calls = itertools.count()
+
+        def turn() -> Any:
+            i = next(calls)
+            model.extend([[function_call("get_weather", {"city": f"c{i}"}, call_id=f"call-{i}")],
+                          [assistant_message(f"Sunny in c{i}.")]])
+            return loop.run_until_complete(Runner.run(agent, f"Weather in c{i}?", session=session))
+        return turn
+
+    return {"SQLiteSession in memory": turn_on(SQLiteSession("bench")),
+            "SQLiteSession on a file": turn_on(SQLiteSession("bench", bench.path(".db"))),
+            "threadrecall": turn_on(ThreadRecallSession("bench", bench.memory()))}
+
+
+def langchain(bench: Bench) -> dict[str, Turn]:
+    from langchain_core.chat_history import InMemoryChatMessageHistory
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+    from langchain_core.runnables.history import RunnableWithMessageHistory
+
+    from threadrecall.integrations.langchain import ThreadRecallChatMessageHistory
+
+    def turn_on(history: Any) -> Turn:
+        history.add_messages([m for i in range(20) for m in (
+            HumanMessage(f"Question {i}: what is the weather in city {i}?"), AIMessage(f"It is sunny in city {i}."))])
+        model = GenericFakeChatModel(messages=(AIMessage(f"Answer {i}") for i in itertools.count()))
+        prompt = ChatPromptTemplate.from_messages([("system", "You are helpful."), MessagesPlaceholder("history"),
+                                                   ("human", "{question}")])
+        chain = RunnableWithMessageHistory(prompt | model, lambda _: history,
+                                           input_messages_key="question", history_messages_key="history")
+        questions = itertools.count()
+        config = {"configurable": {"session_id": "bench"}}
+        return lambda: chain.invoke({"question": f"Q{next(questions)}"}, config)
+
+    return {"InMemoryChatMessageHistory": turn_on(InMemoryChatMessageHistory()),
+            "threadrecall": turn_on(ThreadRecallChatMessageHistory(bench.memory(), "bench", resource_id="bench"))}
+
+
+def llama_index(bench: Bench) -> dict[str, Turn]:
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.chat_engine import SimpleChatEngine
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.memory import ChatMemoryBuffer
+    from llama_index.core.storage.chat_store import SimpleChatStore
+
+    from threadrecall.integrations.llama_index import ThreadRecallChatStore
+
+    def turn_on(store: Any) -> Turn:
+        store.set_messages("bench", [m for i in range(20) for m in (
+            ChatMessage(role="user", content=f"Question {i}: what is the weather in city {i}?"),
+            ChatMessage(role="assistant", content=f"It is sunny in city {i}."))])
+        buffer = ChatMemoryBuffer.from_defaults(chat_store=store, chat_store_key="bench", token_limit=100_000,
+                                                tokenizer_fn=str.split)
+        engine = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=8), memory=buffer)
+        questions = itertools.count()
+        return lambda: engine.chat(f"Question {next(questions)}")
+
+    return {"SimpleChatStore": turn_on(SimpleChatStore()),
+            "threadrecall": turn_on(ThreadRecallChatStore(bench.memory()))}
+
+
+def floor(bench: Bench) -> dict[str, Turn]:
+    """The durable-write floor: what one commit costs on this disk, three ways."""
+    memory = bench.memory()
+    memory.create_thread("r", thread_id="floor")
+    ids = itertools.count()
+    con = duckdb.connect(str(bench.path(".duckdb")))
+    con.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT)")
+    fd = os.open(bench.path(".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+
+    def raw() -> None:
+        con.execute("BEGIN")
+        con.execute("INSERT INTO t VALUES (?, ?)", [next(ids), "x" * 200])
+        con.execute("COMMIT")
+
+    def sync() -> None:
+        os.write(fd, b"x" * 200)
+        os.fdatasync(fd)
+
+    return {"fdatasync of a 200-byte append": sync, "DuckDB insert, own transaction": raw,
+            "save_messages of one message": lambda: memory.save_messages(
+                [{"thread_id": "floor", "role": "user", "content": f"m{next(ids)}"}])}
+
+
+FRAMEWORKS: dict[str, Callable[[Bench], dict[str, Turn]]] = {
+    "floor": floor,
+    "langgraph": lambda bench: langgraph(bench, "async"),
+    "langgraph-exit": lambda bench: langgraph(bench, "exit"),
+    "pydantic-ai": pydantic_ai,
+    "openai-agents": openai_agents,
+    "langchain": langchain,
+    "llama-index": llama_index,
+}
+
+
+# ----------------------------------------------------------------------------- timing
+
+def interleaved(turns: dict[str, Turn], rounds: int, warmup: int = 3) -> tuple[dict[str, list[float]], float]:
+    """Seconds per turn of each backend, and threadrecall's commits per turn."""
+    names = list(turns)
+    for _ in range(warmup):
+        for name in names:
+            turns[name]()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    commits = 0
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else reversed(names):
+            before = Commits.count
+            start = time.perf_counter()
+            turns[name]()
+            times[name].append(time.perf_counter() - start)
+            if name == "threadrecall":
+                commits += Commits.count - before
+    return times, commits / rounds
+
+
+def report(framework: str, times: dict[str, list[float]], commits: float) -> list[str]:
+    ms = {name: sorted(t * 1000 for t in ts) for name, ts in times.items()}
+    stats = {name: (statistics.median(v), v[0], v[int(len(v) * 0.9)]) for name, v in ms.items()}
+    base = next(iter(stats.values()))
+    lines = []
+    for name, (median, best, p90) in stats.items():
+        ratio = "" if framework == "floor" or name == next(iter(stats)) else (
+            f"{median / base[0]:.2f}x ({best / base[1]:.2f}x best, {p90 / base[2]:.2f}x p90)")
+        extra = f", {commits:.1f} commits/turn" if name == "threadrecall" else ""
+        lines.append(f"| {framework} | {name} | {median:.2f} | {best:.2f} | {p90:.2f} | {ratio}{extra} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--only", default=",".join(FRAMEWORKS), help="comma-separated: " + ", ".join(FRAMEWORKS))
+    args = parser.parse_args()
+    Commits.install()
+    print(f"load average before: {os.getloadavg()[0]:.1f}")
+    print("| framework | backend | median ms | best ms | p90 ms | threadrecall / default |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as folder:
+        bench = Bench(Path(folder))
+        for framework in args.only.split(","):
+            times, commits = interleaved(FRAMEWORKS[framework](bench), args.rounds)
+            print("\n".join(report(framework, times, commits)), flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
