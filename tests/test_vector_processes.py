@@ -92,3 +92,38 @@ def test_deletes_and_a_recreated_index_in_another_process_reach_the_cache(pg_dsn
     got = [(r.id, r.metadata) for r in here.query("docs", [1, 0], top_k=2)]
     assert got == ([("c", {})] if deleted_elsewhere else [("b", {"moved": True})])
     here.close()
+
+
+def test_a_cache_lagging_past_the_pruned_changes_rebuilds_instead_of_missing_them(pg_dsn, pg_schema,
+                                                                                  monkeypatch):
+    """Two stores on two storages (two processes, as far as the database can tell). While one
+    sits still, the other deletes, moves and adds vectors over many transactions, and the
+    changes it made first are pruned: the first store's next search must still reflect all
+    of them (a replay of only the changes left would keep ``gone`` and the old ``moved``)."""
+    import numpy as np
+    import psycopg
+
+    from threadrecall.vector import rows_postgres
+
+    monkeypatch.setattr(rows_postgres, "PRUNE_EVERY", 4)
+    monkeypatch.setattr(rows_postgres, "PRUNE_KEEP", 6)
+    lagging = HnswVectorStore(PostgresStorage(pg_dsn, schema=pg_schema))
+    lagging.create_index("docs", 2)
+    lagging.upsert("docs", [[1, 0], [0.9, 0.1], [0, 1]], ids=["gone", "moved", "kept"])
+    assert [r.id for r in lagging.query("docs", [1, 0], top_k=3)] == ["gone", "moved", "kept"]
+    busy = HnswVectorStore(PostgresStorage(pg_dsn, schema=pg_schema))
+    busy.delete_vectors("docs", ids=["gone"])
+    busy.upsert("docs", [[-1, 0]], ids=["moved"])
+    for k in range(20):  # later transactions, each its own generation
+        busy.upsert("docs", [[np.cos(k), np.sin(k) - 2]], ids=[f"later{k}"])
+    with psycopg.connect(pg_dsn) as conn:
+        generation, pruned = conn.execute(
+            f'SELECT generation, pruned FROM "{pg_schema}".hnsw_indexes').fetchone()
+        oldest = conn.execute(f'SELECT min(generation) FROM "{pg_schema}".hnsw_changes').fetchone()[0]
+    assert generation == 23 and pruned == 14 and oldest == 15  # the first 14 generations' changes are gone
+    got = {r.id: r.score for r in lagging.query("docs", [1, 0], top_k=30)}
+    assert "gone" not in got and len(got) == 22
+    assert got["moved"] == pytest.approx(-1.0) and got["kept"] == pytest.approx(0.0, abs=1e-6)
+    assert {r.id: r.score for r in busy.query("docs", [1, 0], top_k=30)} == got
+    lagging.close()
+    busy.close()
