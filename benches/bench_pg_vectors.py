@@ -1,38 +1,57 @@
-"""Side-by-side: semantic recall end to end with the HNSW index over DuckDB and over PostgreSQL.
+"""Side by side: semantic recall end to end on the three vector stores, next to pgvector queried
+directly with SQL.
 
-One run, one machine. Both stores get the same ``--size`` messages (10,000 threads of 100
-resources, ``benches/conftest.conversation``), embedded with the 384-d ``HashEmbedder``
-through ``Memory.save_messages`` in batches of 1,000. The PostgreSQL store is then opened again
-from a new ``PostgresStorage``, as another process would: its index is rebuilt from the rows
-in the database (timed), and before every search it checks with one query that it is current.
-Both graphs' linking backlogs are drained before the timings, and the query embeddings are
-warmed, so the timings cover the vector search, the context expansion and the result.
+One run, one machine, one PostgreSQL server. The same ``--size`` messages
+(``benches/conftest.conversation``: 10,000 threads of 100 resources), embedded once with the
+384-d ``HashEmbedder``, are loaded into
 
-Latency: ``Memory.recall(thread, resource_id=..., per_page=0, vector_search_string=q)`` in
-thread and resource scope, the two stores called alternately, ``--calls`` calls each after a
-warm-up; p50 / p95 in milliseconds. ``search_ids`` alone (the index search, with the
-freshness query over PostgreSQL) is timed the same way. Recall@10: the store's top 10 for
-the query vector within the scope against an exact numpy scan of the same vectors (a hit
-counts when its exact score reaches the exact 10th score, so ties do not count as misses).
+- DuckDB + HNSW: a DuckDB file and ``HnswVectorStore`` over it (index file beside it);
+- PostgreSQL + HNSW cache: one PostgreSQL schema and ``HnswVectorStore`` over it (its vector
+  rows there, the graph of each process a cache of them, rebuilt here from the rows as another
+  process would and timed);
+- PostgreSQL + PgVector: the same schema's messages and ``PgVector`` (pgvector's HNSW,
+  ``m=16, ef_construction=64``).
 
-    python benches/bench_pg_vectors.py                  # 100,000 messages
-    python benches/bench_pg_vectors.py --size 10000     # quick
-    THREADRECALL_TEST_PG_DSN=postgresql://... python benches/bench_pg_vectors.py
+Loading is in bulk, as an import would be: messages through each storage's ``save_messages``
+and vectors through the store's own write path (``MessageIndex.write``: ids ``<message>#0``,
+``vector_metadata``), batches of 10,000; PgVector's rows are copied in with ``COPY`` before its
+HNSW index is built (``maintenance_work_mem``, parallel maintenance workers), as pgvector
+advises. Load times are reported; they are not ``Memory.save_messages`` throughput.
+
+Latency: ``Memory.recall(thread, resource_id=..., per_page=0, vector_search_string=q)`` with
+``top_k`` 4 and ``message_range`` 1 in thread and resource scope, the three stores called in
+turn, ``--calls`` calls each after a warm-up (query embeddings warmed): the vector search, the
+context expansion and the messages read back. ``search_ids`` (top 10) alone is timed the same
+way, and so is the one statement a hand-written pgvector query would be (``SELECT id FROM
+<table> WHERE metadata -> 'thread_id' = $1 ORDER BY embedding <#> $2 LIMIT 10`` with
+``hnsw.iterative_scan = relaxed_order`` and ``hnsw.ef_search = 100``) on one open connection.
+Recall@10 of each (the store's ``search_ids`` top 10, or the direct SQL's) against an exact
+numpy scan of the same vectors in the scope, over ``--recall-queries`` of the calls (a hit
+counts when its exact score reaches the exact 10th score, so ties are not misses).
+
+    python benches/bench_pg_vectors.py --size 100000
+    python benches/bench_pg_vectors.py --size 1000000
+    python benches/bench_pg_vectors.py --report     # results/pg_vectors.md from every size run
 
 Without ``THREADRECALL_TEST_PG_DSN`` a throwaway server is started (``tests/postgres_server``).
-Writes ``results/pg_vectors.md``.
+Each size's figures go to ``results/pg_vectors_<size>.json``; ``--report`` writes
+``results/pg_vectors.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
-import statistics
+import shutil
+import struct
 import sys
 import tempfile
 import time
 import uuid
+from datetime import datetime, timezone
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -43,64 +62,267 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 from conftest import conversation  # noqa: E402
 
 from threadrecall import Memory  # noqa: E402
-from threadrecall.cli import import_messages  # noqa: E402
 from threadrecall.embedders import HashEmbedder  # noqa: E402
+from threadrecall.incoming import incoming_message  # noqa: E402
+from threadrecall.semantic import MessageIndex, vector_metadata  # noqa: E402
 from threadrecall.storage import DuckDBStorage, PostgresStorage  # noqa: E402
+from threadrecall.types import Thread, dumps  # noqa: E402
+from threadrecall.vector import HnswVectorStore, PgVector  # noqa: E402
 
 THREADS = 10_000
+RESOURCES = 100
+BATCH = 10_000
 QUERIES = [f"what did we say about {t} and item {i}" for t in ("billing", "support", "travel", "books", "food")
            for i in range(0, 1000, 25)]
 OPTIONS = {"semantic_recall": {"top_k": 4, "message_range": 1}}
+STORES = ("DuckDB + HNSW", "PostgreSQL + HNSW cache", "PostgreSQL + PgVector")
+# The server the run starts when none is given: room to build pgvector's HNSW index in memory.
+SERVER = {"shared_buffers": "2GB", "maintenance_work_mem": "3GB", "max_parallel_maintenance_workers": "2",
+          "effective_cache_size": "8GB", "work_mem": "64MB"}
+RESULTS = HERE / "results"
 
 
 def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
-def calls(threads: int, n: int, seed: int = 11) -> list[tuple[str, str, str]]:
+def calls(threads: int, n: int, seed: int) -> list[tuple[str, str, str]]:
     rng = random.Random(seed)
-    return [(f"t{t}", f"r{t % 100}", rng.choice(QUERIES)) for t in (rng.randrange(threads) for _ in range(n))]
+    return [(f"t{t}", f"r{t % RESOURCES}", rng.choice(QUERIES)) for t in (rng.randrange(threads) for _ in range(n))]
 
 
-def ingest(memory: Memory, size: int, threads: int) -> float:
+def load(size: int, threads: int, folder: Path, dsn: str, schema: str) -> dict[str, float]:
+    """Every store gets the same messages and vectors; returns the seconds each part took."""
+    import psycopg
+
+    took: dict[str, float] = {}
+    embedder = HashEmbedder(dim=384)
+    duck = DuckDBStorage(folder / "bench.duckdb")
+    pg = PostgresStorage(dsn, schema=schema)
+    duck_vectors, pg_vectors, pgvector = HnswVectorStore(duck), HnswVectorStore(pg), PgVector(pg)
+    duck_index, pg_index = MessageIndex(duck_vectors, embedder), MessageIndex(pg_vectors, embedder)
+    pgvector_index = MessageIndex(pgvector, embedder)
+    for index in (duck_index, pg_index, pgvector_index):
+        index.ensure()
+    table = pgvector._info(pgvector_index.name).table
+    with pg.transaction() as conn:  # rows first, the HNSW graph after, as pgvector advises
+        (hnsw_name,) = conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s "
+                                    "AND indexdef LIKE '%%USING hnsw%%'", [schema]).fetchone()
+        conn.execute(f'DROP INDEX "{schema}"."{hnsw_name}"')
+    thread_list = [Thread(f"t{t}", f"r{t % RESOURCES}") for t in range(threads)]
+    by_id = {t.id: t for t in thread_list}
+    for storage in (duck, pg):
+        storage.save_threads(thread_list)
+    took.update(embed=0.0, duckdb=0.0, postgres_hnsw=0.0, pgvector_copy=0.0)
+    truth = np.zeros((size, 384), np.float32)
+    rows = conversation(size, threads=threads, resources=RESOURCES)
+    done = 0
+    copy = psycopg.sql.SQL("COPY {} (id, embedding, metadata) FROM STDIN WITH (FORMAT binary)").format(table)
+    while chunk := list(islice(rows, BATCH)):
+        messages = [incoming_message(r) for r in chunk]
+        started = time.perf_counter()
+        embedded = duck_index.prepare(messages)
+        took["embed"] += time.perf_counter() - started
+        unit = embedded.vectors / np.linalg.norm(embedded.vectors, axis=1, keepdims=True)
+        truth[done:done + len(messages)] = unit
+        done += len(messages)
+        for label, storage, index in (("duckdb", duck, duck_index), ("postgres_hnsw", pg, pg_index)):
+            started = time.perf_counter()
+            with storage.transaction():
+                stored = storage.save_messages(messages)
+                index.write(embedded, {m.id: m for m in stored}, by_id)
+            took[label] += time.perf_counter() - started
+        started = time.perf_counter()
+        with pg.connection() as conn, conn.transaction(), conn.cursor().copy(copy) as out:
+            out.write(_binary_rows([f"{m.id}#0" for m in messages], unit,
+                                   [dumps(vector_metadata(m, by_id[m.thread_id])) for m in messages]))
+        took["pgvector_copy"] += time.perf_counter() - started
+        print(f"  loaded {done:,} / {size:,}", flush=True)
     started = time.perf_counter()
-    import_messages(memory, conversation(size, threads=threads), total=size, batch=1000, progress=False)
-    return size / (time.perf_counter() - started)
+    with pg.connection() as conn:
+        conn.execute("SET maintenance_work_mem = '3GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 2")
+        conn.execute(f'CREATE INDEX "{hnsw_name}" ON {table.as_string(conn)} USING hnsw (embedding vector_ip_ops) '
+                     f"WITH (m = {pgvector.m}, ef_construction = {pgvector.ef_construction})")
+        conn.execute(f"VACUUM ANALYZE {table.as_string(conn)}")
+        conn.execute(f'VACUUM ANALYZE "{schema}".hnsw_rows')
+    took["pgvector_hnsw_build"] = time.perf_counter() - started
+    started = time.perf_counter()
+    duck_vectors.link()
+    duck_vectors.close()  # writes the index file
+    took["duckdb_link_and_save"] = time.perf_counter() - started
+    np.save(folder / "truth.npy", truth)
+    pgvector.close()
+    pg_vectors.close()
+    duck.close()
+    pg.close()
+    return took
 
 
-def exact_truth(rows: list[dict], embedder) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
-    """Every message's vector (normalised), thread and resource, and its row by vector id."""
-    vectors = embedder.embed([r["content"] for r in rows]).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    threads = np.array([r["thread_id"] for r in rows])
-    resources = np.array([r["resource_id"] for r in rows])
-    return vectors, threads, resources, {f"{r['id']}#0": k for k, r in enumerate(rows)}
+def _binary_rows(ids: list[str], vectors: np.ndarray, texts: list[str]) -> bytes:
+    """Rows of (text, vector, jsonb) in COPY's binary format: pgvector's binary vector is
+    int16 dimension, int16 0, then big-endian float32 values; JSONB's is a version byte and
+    the text."""
+    dim = vectors.shape[1]
+    head = struct.pack(">hh", dim, 0)
+    big = np.ascontiguousarray(vectors, dtype=">f4")
+    parts = [b"PGCOPY\n\xff\r\n\x00", struct.pack(">ii", 0, 0)]
+    for i, vector, text in zip(ids, big, texts):
+        key, meta = i.encode(), b"\x01" + text.encode()
+        parts.append(struct.pack(">hi", 3, len(key)) + key + struct.pack(">i", 4 + 4 * dim) + head
+                     + vector.tobytes() + struct.pack(">i", len(meta)) + meta)
+    parts.append(struct.pack(">h", -1))
+    return b"".join(parts)
 
 
-def recall_at_10(memory: Memory, truth, work: list[tuple[str, str, str]], scope: str) -> float:
-    vectors, threads, resources, row_of = truth
+def recall_at_10(search, truth, members_of, work, scope: str, embed) -> float:
     total = 0.0
     for thread_id, resource_id, query in work:
-        q = memory.index.embed_query(query)[0].astype(np.float32)
-        q /= np.linalg.norm(q)
-        flt = {"thread_id": thread_id} if scope == "thread" else {"resource_id": resource_id}
-        mask = threads == thread_id if scope == "thread" else resources == resource_id
-        scores = vectors[mask] @ q
+        q = embed(query)
+        key = thread_id if scope == "thread" else resource_id
+        rows = members_of[key]
+        scores = truth[rows] @ (q / np.linalg.norm(q))
         k = min(10, len(scores))
         tenth = np.sort(scores)[-k]
-        got = memory.vector.search_ids(memory.index.name, q, top_k=10, filter=flt)
-        good = sum(1 for vid, _ in got if float(vectors[row_of[vid]] @ q) >= tenth - 1e-5)
-        total += good / k
+        score_of = dict(zip(rows, scores))
+        got = search(key, q)
+        total += sum(1 for row in got if score_of.get(row, -2.0) >= tenth - 1e-5) / k
     return total / len(work)
 
 
-def timed(fn, work) -> list[float]:
-    out = []
-    for item in work:
+def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_calls: int,
+            n_recall: int) -> dict:
+    import psycopg
+
+    embedder = HashEmbedder(dim=384)
+    duck = Memory(storage=DuckDBStorage(folder / "bench.duckdb"), embedder=embedder, options=OPTIONS)
+    pg = PostgresStorage(dsn, schema=schema)
+    hnsw = Memory(storage=pg, vector=HnswVectorStore(pg), embedder=embedder, options=OPTIONS)
+    pgv = Memory(storage=pg, vector=PgVector(pg), embedder=embedder, options=OPTIONS)
+    stores = dict(zip(STORES, (duck, hnsw, pgv)))
+    opened = {}
+    for name, memory in stores.items():  # the first search loads the index (rebuilds it over PostgreSQL)
         started = time.perf_counter()
-        fn(item)
-        out.append((time.perf_counter() - started) * 1000)
-    return out
+        memory.recall("t0", resource_id="r0", per_page=0, vector_search_string=QUERIES[0])
+        if isinstance(memory.vector, HnswVectorStore):
+            memory.vector.link()
+        opened[name] = time.perf_counter() - started
+        print(f"  {name}: first search (load or rebuild, and link) {opened[name]:,.1f} s", flush=True)
+    embedder.embed(QUERIES)
+    qvec = {q: duck.index.embed_query(q)[0] for q in QUERIES}
+
+    direct = psycopg.connect(dsn, autocommit=True)
+    direct.execute("SET hnsw.iterative_scan = relaxed_order")
+    direct.execute(f"SET hnsw.ef_search = {pgv.vector.ef_search}")
+    table = pgv.vector._info(pgv.index.name).table.as_string(direct)
+    floor = []
+    for _ in range(n_calls):
+        started = time.perf_counter()
+        direct.execute("SELECT 1").fetchall()
+        floor.append((time.perf_counter() - started) * 1000)
+
+    truth = np.load(folder / "truth.npy", mmap_mode="r")
+    truth = np.ascontiguousarray(truth)
+    row_of = {f"m{i}#0": i for i in range(size)}
+    members = {}
+    for i in range(size):
+        t = i % threads
+        members.setdefault(f"t{t}", []).append(i)
+        members.setdefault(f"r{t % RESOURCES}", []).append(i)
+    members = {k: np.asarray(v) for k, v in members.items()}
+
+    result = {"size": size, "threads": threads, "calls": n_calls, "recall_queries": n_recall,
+              "opened_s": opened, "select1_p50": percentile(floor, 50), "select1_p95": percentile(floor, 95),
+              "rows": []}
+    for scope in ("thread", "resource"):
+        key = f"{scope}_id"
+        work = calls(threads, n_calls, seed=11 if scope == "thread" else 12)
+        config = {"semantic_recall": {"scope": scope}}
+        statement = (f"SELECT id FROM {table} WHERE metadata -> '{key}' = %s::jsonb "
+                     "ORDER BY embedding <#> %s::vector LIMIT 10")
+
+        def sql(value, q, statement=statement):
+            return [r[0] for r in direct.execute(statement, [json.dumps(value), str(q.tolist())], prepare=False)]
+
+        times: dict[str, list[float]] = {}
+        for rep in range(2):  # a warm-up round, then the timed one
+            for thread_id, resource_id, query in (work[:50] if rep == 0 else work):
+                value = thread_id if scope == "thread" else resource_id
+                for name, memory in stores.items():
+                    started = time.perf_counter()
+                    memory.recall(thread_id, resource_id=resource_id, per_page=0, vector_search_string=query,
+                                  thread_config=config)
+                    recall_ms = (time.perf_counter() - started) * 1000
+                    started = time.perf_counter()
+                    memory.vector.search_ids(memory.index.name, qvec[query], top_k=10, filter={key: value})
+                    search_ms = (time.perf_counter() - started) * 1000
+                    if rep:
+                        times.setdefault(f"{name}|recall", []).append(recall_ms)
+                        times.setdefault(f"{name}|search", []).append(search_ms)
+                started = time.perf_counter()
+                sql(value, qvec[query])
+                if rep:
+                    times.setdefault("direct|sql", []).append((time.perf_counter() - started) * 1000)
+        quality_work = work[:n_recall]
+        for name, memory in stores.items():
+            def search(value, q, memory=memory):
+                hits = memory.vector.search_ids(memory.index.name, q, top_k=10, filter={key: value})
+                return [row_of[i] for i, _ in hits]
+            quality = recall_at_10(search, truth, members, quality_work, scope, lambda s: qvec[s])
+            row = {"scope": scope, "store": name, "quality": quality,
+                   "recall_p50": percentile(times[f"{name}|recall"], 50),
+                   "recall_p95": percentile(times[f"{name}|recall"], 95),
+                   "search_p50": percentile(times[f"{name}|search"], 50),
+                   "search_p95": percentile(times[f"{name}|search"], 95)}
+            result["rows"].append(row)
+            print("  ", row, flush=True)
+        quality = recall_at_10(lambda value, q: [row_of[i] for i in sql(value, q)], truth, members,
+                               quality_work, scope, lambda s: qvec[s])
+        row = {"scope": scope, "store": "pgvector, direct SQL", "quality": quality,
+               "search_p50": percentile(times["direct|sql"], 50), "search_p95": percentile(times["direct|sql"], 95)}
+        result["rows"].append(row)
+        print("  ", row, flush=True)
+    direct.close()
+    for memory in (duck, hnsw, pgv):
+        memory.close()
+    return result
+
+
+def report() -> None:
+    runs = sorted((json.loads(p.read_text()) for p in RESULTS.glob("pg_vectors_*.json")), key=lambda r: r["size"])
+    lines = [
+        "# Semantic recall on the three vector stores, and pgvector queried directly",
+        "",
+        "`python benches/bench_pg_vectors.py --size N` (see its docstring for what is timed). "
+        "10,000 threads of 100 resources, 384-d HashEmbedder, `top_k` 4, `message_range` 1; the three stores "
+        "called in turn, the same calls for each. recall@10 against an exact scan of the scope, next to every "
+        "latency. Latencies in ms. Compare within a table only: each size is one run on a shared 2-core "
+        "machine, with the load named under it.",
+    ]
+    for run in runs:
+        lines += ["", f"## {run['size']:,} messages", "",
+                  f"Run {run['date']}; load average before / after: {run['load_before']} / {run['load_after']}. "
+                  f"{run['threads']:,} threads ({run['size'] // run['threads']} messages each), 100 resources "
+                  f"({run['size'] // 100:,} each); {run['calls']:,} calls per scope and store, recall@10 over "
+                  f"{run['recall_queries']} of them. One round trip (`SELECT 1`): p50 {run['select1_p50']:.3f} ms, "
+                  f"p95 {run['select1_p95']:.3f} ms.",
+                  "",
+                  "| scope | store | recall() p50 | recall() p95 | search_ids / SQL p50 | search_ids / SQL p95 "
+                  "| recall@10 |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for r in run["rows"]:
+            end = (f"{r['recall_p50']:.2f} | {r['recall_p95']:.2f}" if "recall_p50" in r else "— | —")
+            lines.append(f"| {r['scope']} | {r['store']} | {end} | {r['search_p50']:.2f} | {r['search_p95']:.2f} "
+                         f"| {r['quality']:.3f} |")
+        load = run["load_s"]
+        lines += ["", "Load (seconds): " + ", ".join(f"{k} {v:,.0f}" for k, v in load.items()) + ". "
+                  "First search of each store in a new process (index file loaded, or the PostgreSQL cache "
+                  "rebuilt from its rows, then linked): " +
+                  ", ".join(f"{k} {v:,.1f} s" for k, v in run["opened_s"].items()) + "."]
+    out = RESULTS / "pg_vectors.md"
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"wrote {out}")
 
 
 def main() -> None:
@@ -108,101 +330,58 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--calls", type=int, default=1_000)
     parser.add_argument("--recall-queries", type=int, default=300)
+    parser.add_argument("--report", action="store_true", help="only write results/pg_vectors.md")
+    parser.add_argument("--load-only", action="store_true",
+                        help="load, keep the stores and print their folder (needs THREADRECALL_TEST_PG_DSN)")
+    parser.add_argument("--measure", type=Path, metavar="FOLDER", help="measure the stores a --load-only run kept")
     args = parser.parse_args()
-    size, threads = args.size, min(THREADS, args.size // 10)
-
+    if args.report:
+        report()
+        return
     server = None
     dsn = os.environ.get("THREADRECALL_TEST_PG_DSN")
+    if (args.load_only or args.measure) and not dsn:
+        parser.error("--load-only and --measure need a server that outlives the run: THREADRECALL_TEST_PG_DSN")
     if not dsn:
         from postgres_server import PostgresServer
 
-        server = PostgresServer()
+        server = PostgresServer(settings=SERVER)
         server.start()
         dsn = server.dsn
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
-    folder = Path(tempfile.mkdtemp(prefix="bench_pg_vectors_"))
+    if args.measure:
+        folder = args.measure
+        state = json.loads((folder / "state.json").read_text())
+    else:
+        size = args.size
+        state = {"size": size, "threads": min(THREADS, size // 10), "schema": f"bench_{uuid.uuid4().hex[:12]}"}
+        folder = Path(tempfile.mkdtemp(prefix="bench_pg_vectors_"))
+    keep = args.load_only
     try:
-        embedder = HashEmbedder(dim=384)
-        duck = Memory(storage=DuckDBStorage(folder / "bench.duckdb"), embedder=embedder, options=OPTIONS)
-        writer = Memory(storage=PostgresStorage(dsn, schema=schema), embedder=embedder, options=OPTIONS)
-        rate = {"duckdb": ingest(duck, size, threads), "postgres": ingest(writer, size, threads)}
-        print(f"ingested {size:,} messages: DuckDB {rate['duckdb']:,.0f}/s, PostgreSQL {rate['postgres']:,.0f}/s")
-        writer.close()
-
-        pg = Memory(storage=PostgresStorage(dsn, schema=schema), embedder=embedder, options=OPTIONS)
-        started = time.perf_counter()
-        pg.recall("t0", resource_id="r0", per_page=0, vector_search_string=QUERIES[0])  # rebuilds the index
-        rebuild = time.perf_counter() - started
-        print(f"PostgreSQL: index rebuilt from the database in {rebuild:,.1f} s")
-        for memory in (duck, pg):
-            memory.vector.link()
-        embedder.embed(QUERIES)
-
-        floor = []
-        for _ in range(args.calls):  # the cost of any one round trip to the server, now
-            with pg.storage.connection() as conn:
-                started = time.perf_counter()
-                conn.execute("SELECT 1").fetchall()
-                floor.append((time.perf_counter() - started) * 1000)
-        print(f"one round trip (SELECT 1): p50 {percentile(floor, 50):.3f} ms")
-        truth = exact_truth(list(conversation(size, threads=threads)), embedder)
-        stores = {"DuckDB + HNSW": duck, "PostgreSQL + HNSW cache": pg}
-        rows = []
-        for scope in ("thread", "resource"):
-            work = calls(threads, args.calls, seed=11 if scope == "thread" else 12)
-            config = {"semantic_recall": {"scope": scope}}
-            recalls, searches = {}, {}
-            for name, memory in stores.items():  # warm-up
-                for thread_id, resource_id, query in work[:50]:
-                    memory.recall(thread_id, resource_id=resource_id, per_page=0, vector_search_string=query,
-                                  thread_config=config)
-            for thread_id, resource_id, query in work:  # alternate the stores call by call
-                for name, memory in stores.items():
-                    started = time.perf_counter()
-                    memory.recall(thread_id, resource_id=resource_id, per_page=0, vector_search_string=query,
-                                  thread_config=config)
-                    recalls.setdefault(name, []).append((time.perf_counter() - started) * 1000)
-                    q = memory.index.embed_query(query)[0]
-                    flt = {"thread_id": thread_id} if scope == "thread" else {"resource_id": resource_id}
-                    started = time.perf_counter()
-                    memory.vector.search_ids(memory.index.name, q, top_k=4, filter=flt)
-                    searches.setdefault(name, []).append((time.perf_counter() - started) * 1000)
-            for name, memory in stores.items():
-                quality = recall_at_10(memory, truth, work[: args.recall_queries], scope)
-                rows.append((scope, name, percentile(recalls[name], 50), percentile(recalls[name], 95),
-                             percentile(searches[name], 50), percentile(searches[name], 95), quality))
-                print(rows[-1])
-        duck.close()
-        pg.close()
+        if not args.measure:
+            state["load_before"] = f"{os.getloadavg()[0]:.1f}"
+            print(f"loading {state['size']:,} messages into {folder} and schema {state['schema']}", flush=True)
+            state["load_s"] = load(state["size"], state["threads"], folder, dsn, state["schema"])
+            print(f"  load: {state['load_s']}", flush=True)
+            (folder / "state.json").write_text(json.dumps(state))
+        if keep:
+            print(f"kept: --measure {folder}")
+            return
+        result = measure(state["size"], state["threads"], folder, dsn, state["schema"], args.calls,
+                         args.recall_queries)
     finally:
-        if server is not None:
-            server.stop()
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+            if server is not None:
+                server.stop()
+            else:
+                import psycopg
 
-    base = {(r[0]): r for r in rows if r[1].startswith("DuckDB")}
-    lines = [
-        f"# Semantic recall end to end, HNSW over DuckDB and over PostgreSQL ({size:,} messages)",
-        "",
-        f"{threads:,} threads of 100 resources, 384-d HashEmbedder, top_k 4, message_range 1; "
-        f"{args.calls:,} calls per scope, the two stores alternately; recall@10 over "
-        f"{args.recall_queries} queries against an exact scan. Ingest (save_messages, batches of 1,000, "
-        f"embedding included): DuckDB {rate['duckdb']:,.0f} msg/s, PostgreSQL {rate['postgres']:,.0f} msg/s. "
-        f"PostgreSQL index rebuilt from the database in another store: {rebuild:,.1f} s.",
-        "",
-        f"One round trip to the server (`SELECT 1` on a pooled connection) in this run: p50 "
-        f"{percentile(floor, 50):.3f} ms, p95 {percentile(floor, 95):.3f} ms. Over PostgreSQL a recall makes "
-        "three: the thread's owner check, the index's freshness query, the context window; "
-        "`search_ids` makes one (the freshness query) before searching in memory.",
-        "",
-        "| scope | store | recall p50 ms | recall p95 ms | p50 vs DuckDB | search_ids p50 ms | search_ids p95 ms | recall@10 |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for scope, name, p50, p95, s50, s95, quality in rows:
-        ratio = p50 / base[scope][2]
-        lines.append(f"| {scope} | {name} | {p50:.2f} | {p95:.2f} | {ratio:.2f}x | {s50:.3f} | {s95:.3f} | {quality:.3f} |")
-    out = HERE / "results" / "pg_vectors.md"
-    out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    print(f"wrote {out}")
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{state["schema"]}" CASCADE')
+    result.update(load_s=state["load_s"], date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                  load_before=state["load_before"], load_after=f"{os.getloadavg()[0]:.1f}")
+    (RESULTS / f"pg_vectors_{state['size']}.json").write_text(json.dumps(result, indent=1) + "\n")
+    report()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import uuid
 from datetime import datetime, timedelta, timezone
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -79,6 +80,47 @@ def storage(request, tmp_path):
 @pytest.fixture
 def memory(storage):
     return Memory(storage=storage)
+
+
+class RecallStore(NamedTuple):
+    """Where semantic recall keeps its messages and its vectors."""
+
+    storage: Any
+    vector: Any
+
+
+@pytest.fixture(params=["duckdb+hnsw", "postgres+hnsw", "postgres+pgvector"])
+def recall_store(request, tmp_path):
+    """The three combinations semantic recall runs on: the HNSW index over a DuckDB file, the
+    HNSW index as a per-process cache of vector rows in PostgreSQL, and PgVector (pgvector's
+    HNSW inside PostgreSQL)."""
+    from threadrecall.vector import HnswVectorStore
+
+    database, vectors = request.param.split("+")
+    if database == "duckdb":
+        store = DuckDBStorage(tmp_path / "memory.duckdb")
+    else:
+        from threadrecall.storage import PostgresStorage
+
+        store = PostgresStorage(request.getfixturevalue("pg_dsn"),
+                                schema=request.getfixturevalue("pg_schema"))
+    if vectors == "hnsw":
+        vector = HnswVectorStore(store)
+    else:
+        from threadrecall.vector import PgVector
+
+        vector = PgVector(store)
+    yield RecallStore(store, vector)
+    vector.close()
+    store.close()
+
+
+@pytest.fixture
+def recall_memory(recall_store):
+    """``Memory(**options)`` on the ``recall_store`` combination's storage and vector store."""
+    def make(**options):
+        return Memory(storage=recall_store.storage, vector=recall_store.vector, **options)
+    return make
 
 
 def seed(memory, thread_id, count, *, resource_id="r1", prefix="Message", start=T0, step=60,

@@ -14,7 +14,6 @@ import pytest
 from threadrecall import Memory, Message
 from threadrecall.embedders import HashEmbedder
 from threadrecall.processors import MessageHistory, SemanticRecall, format_other_threads
-from threadrecall.vector import HnswVectorStore
 
 from conftest import T0
 
@@ -61,9 +60,11 @@ CHAT = [
 
 
 @pytest.fixture
-def world(storage):
+def world(recall_store):
+    """Two threads of a conversation saved with semantic recall, on each of the three stores."""
+    storage = recall_store.storage
     embedder = CountingEmbedder()
-    vector = Spy(HnswVectorStore(storage))
+    vector = Spy(recall_store.vector)
     memory = Memory(storage=storage, vector=vector, embedder=embedder, options={"semantic_recall": True})
     memory.create_thread("r1", thread_id="t1")
     memory.create_thread("r1", thread_id="t2")
@@ -251,9 +252,10 @@ def test_message_history_prepends_and_saves(storage):
     assert [m.id for m in out] == ["2", "3", "4"]
 
 
-def test_processors_have_async_twins(world, storage):
+def test_processors_have_async_twins(world):
     import asyncio
 
+    storage = world[0]
     async def run():
         recalled = await processor(world, scope="thread", top_k=1).aprocess_input(
             [user("golden retriever puppy Biscuit")], thread_id="t1")

@@ -27,10 +27,11 @@ WEATHER = [
 
 
 @pytest.fixture
-def semantic(storage):
+def semantic(recall_memory):
+    """A Memory with semantic recall (``options`` its settings) on each of the three stores."""
     def make(**options):
         config = {"last_messages": 0, "semantic_recall": {"top_k": 1, "message_range": 1, **options}}
-        return Memory(storage=storage, embedder=HashEmbedder(dim=64), options=config)
+        return recall_memory(embedder=HashEmbedder(dim=64), options=config)
     return make
 
 
@@ -181,22 +182,22 @@ def test_thread_and_message_metadata_changes_reach_the_vectors(semantic, mode):
     assert found(memory, mode=mode) == {"project-a-0"}
 
 
-def test_threshold_keeps_equal_scores_and_drops_lower(semantic, storage):
+def test_threshold_keeps_equal_scores_and_drops_lower(semantic, recall_memory):
     memory = semantic(scope="thread", message_range=0, top_k=7)
     save(memory, "t1", WEATHER)
     query = WEATHER[1][1]
     scores = [r.score for r in memory.vector.query(memory.index.name, memory.index.embed_query(query)[0],
                                                    top_k=7, filter={"thread_id": "t1"})]
     cut = scores[2]
-    strict = Memory(storage=storage, embedder=memory.embedder, options={
+    strict = recall_memory(embedder=memory.embedder, options={
         "last_messages": 0, "semantic_recall": {"scope": "thread", "message_range": 0, "top_k": 7,
                                                 "threshold": cut}})
     result = strict.recall("t1", vector_search_string=query)
     assert len(result.messages) == sum(s >= cut for s in scores) >= 3
 
 
-def test_includes_bypass_filters_and_history_page(semantic):
-    memory = Memory(storage=semantic().storage, embedder=HashEmbedder(dim=64), options={
+def test_includes_bypass_filters_and_history_page(recall_memory):
+    memory = recall_memory(embedder=HashEmbedder(dim=64), options={
         "last_messages": 2, "semantic_recall": {"scope": "thread", "top_k": 1, "message_range": 0}})
     save(memory, "t1", WEATHER)
     result = memory.recall("t1", vector_search_string="Paris weather today sunny",
@@ -205,8 +206,8 @@ def test_includes_bypass_filters_and_history_page(semantic):
     assert result.total == 2
 
 
-def test_per_page_zero_returns_only_hits(semantic):
-    memory = Memory(storage=semantic().storage, embedder=HashEmbedder(dim=64), options={
+def test_per_page_zero_returns_only_hits(recall_memory):
+    memory = recall_memory(embedder=HashEmbedder(dim=64), options={
         "semantic_recall": {"scope": "thread", "top_k": 1, "message_range": 0}})
     save(memory, "t1", WEATHER)
     result = memory.recall("t1", per_page=0, vector_search_string="bicycle tyre flat")
@@ -237,47 +238,44 @@ def test_updated_text_is_embedded_again(semantic):
     assert memory.vector.describe_index(memory.index.name).count == len(WEATHER)
 
 
-def test_index_name_carries_the_model(storage):
-    memory = Memory(storage=storage, embedder=HashEmbedder(dim=64), options={"semantic_recall": True})
+def test_index_name_carries_the_model(recall_memory):
+    memory = recall_memory(embedder=HashEmbedder(dim=64), options={"semantic_recall": True})
     assert memory.index.name == "mastra_memory_hash_v1_64" == index_name_for("hash-v1-64")
     assert index_name_for("text-embedding-3-small") == "mastra_memory_text_embedding_3_small"
     assert index_name_for("org/" + "m" * 80) == "mastra_memory_org_" + "m" * 45
     assert len(index_name_for("x" * 100)) == 63
 
 
-def test_another_model_of_the_same_dimension_is_never_mixed_in(storage):
-    first = Memory(storage=storage, embedder=HashEmbedder(dim=32), options={"semantic_recall": True})
+def test_another_model_of_the_same_dimension_is_never_mixed_in(recall_memory):
+    first = recall_memory(embedder=HashEmbedder(dim=32), options={"semantic_recall": True})
     save(first, "t1", WEATHER[:2])
     other = HashEmbedder(dim=32, seed=7)  # another model with the same dimension
-    second = Memory(storage=storage, vector=first.vector, embedder=other,
-                    options={"semantic_recall": True})
+    second = recall_memory(embedder=other, options={"semantic_recall": True})
     with pytest.raises(ConfigurationError, match="delete that index") as raised:
         save(second, "t1", WEATHER[2:3])
     assert "mastra_memory_hash_v1_32" in str(raised.value) and other.model_id in str(raised.value)
     assert first.vector.list_indexes() == ["mastra_memory_hash_v1_32"]
     assert first.vector.describe_index("mastra_memory_hash_v1_32").count == 2
     assert len(first.recall("t1", per_page=False).messages) == 2
-    kept = Memory(storage=storage, vector=first.vector, embedder=other,
-                  options={"semantic_recall": {"index_name": "mastra_memory_hash_v1_32_seed7"}})
+    kept = recall_memory(embedder=other,
+                         options={"semantic_recall": {"index_name": "mastra_memory_hash_v1_32_seed7"}})
     save(kept, "t1", WEATHER[2:3])  # a name of its own: a separate index, by choice
 
 
-def test_an_index_named_by_dimension_alone_is_not_adopted_silently(storage):
-    old = Memory(storage=storage, embedder=HashEmbedder(dim=32),
-                 options={"semantic_recall": {"index_name": "memory_messages_32"}})
+def test_an_index_named_by_dimension_alone_is_not_adopted_silently(recall_memory):
+    old = recall_memory(embedder=HashEmbedder(dim=32),
+                        options={"semantic_recall": {"index_name": "memory_messages_32"}})
     save(old, "t1", WEATHER[:1])
-    new = Memory(storage=storage, vector=old.vector, embedder=HashEmbedder(dim=32),
-                 options={"semantic_recall": True})
+    new = recall_memory(embedder=HashEmbedder(dim=32), options={"semantic_recall": True})
     with pytest.raises(ConfigurationError, match="index_name.: .memory_messages_32"):
         save(new, "t1", WEATHER[1:2])
 
 
-def test_another_dimension_on_the_same_index_is_an_error(storage):
-    first = Memory(storage=storage, embedder=HashEmbedder(dim=64), options={
+def test_another_dimension_on_the_same_index_is_an_error(recall_memory):
+    first = recall_memory(embedder=HashEmbedder(dim=64), options={
         "semantic_recall": {"index_name": "shared"}})
     save(first, "t1", WEATHER[:1])
-    second = Memory(storage=storage, vector=first.vector, embedder=HashEmbedder(dim=32),
-                    options={"semantic_recall": {"index_name": "shared"}})
+    second = recall_memory(embedder=HashEmbedder(dim=32), options={"semantic_recall": {"index_name": "shared"}})
     with pytest.raises(DimensionMismatchError):
         save(second, "t1", WEATHER[1:2])
     assert len(first.recall("t1", per_page=False).messages) == 1
@@ -288,23 +286,22 @@ def test_semantic_recall_needs_an_embedder():
         Memory(options={"semantic_recall": True})
 
 
-def test_a_failed_embedding_writes_nothing(storage):
+def test_a_failed_embedding_writes_nothing(recall_memory):
     class Broken(HashEmbedder):
         def embed(self, texts):
             raise RuntimeError("embedding service down")
 
-    memory = Memory(storage=storage, embedder=Broken(dim=16), options={"semantic_recall": True})
+    memory = recall_memory(embedder=Broken(dim=16), options={"semantic_recall": True})
     memory.create_thread("r1", thread_id="t1")
     with pytest.raises(RuntimeError):
         memory.save_messages([{"thread_id": "t1", "role": "user", "content": "hello"}])
     assert memory.recall("t1").messages == []
 
 
-def test_switching_embedder_dimension_is_an_error_not_a_second_index(storage):
-    first = Memory(storage=storage, embedder=HashEmbedder(dim=64), options={"semantic_recall": True})
+def test_switching_embedder_dimension_is_an_error_not_a_second_index(recall_memory):
+    first = recall_memory(embedder=HashEmbedder(dim=64), options={"semantic_recall": True})
     save(first, "t1", WEATHER[:1])
-    second = Memory(storage=storage, vector=first.vector, embedder=HashEmbedder(dim=32),
-                    options={"semantic_recall": True})
+    second = recall_memory(embedder=HashEmbedder(dim=32), options={"semantic_recall": True})
     with pytest.raises(DimensionMismatchError, match="embedded with 64 dimensions"):
         save(second, "t1", WEATHER[1:2])
     assert first.vector.list_indexes() == ["mastra_memory_hash_v1_64"]

@@ -1,5 +1,6 @@
 """Several processes on one PostgreSQL: what one saves, semantic recall in another finds on its
-next call (the HNSW index of each process is a cache of the rows in the database)."""
+next call, with either vector store (the HNSW index of each process a cache of the rows in the
+database, or PgVector searching them there)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from threadrecall import Memory
 from threadrecall.embedders import HashEmbedder
 from threadrecall.storage import PostgresStorage
+from threadrecall.vector import HnswVectorStore, PgVector
 
 TRIES = 1_000
 OPTIONS = {"last_messages": 0,
@@ -22,9 +24,12 @@ WRITER = textwrap.dedent("""
     from threadrecall import Memory
     from threadrecall.embedders import HashEmbedder
     from threadrecall.storage import PostgresStorage
+    from threadrecall.vector import HnswVectorStore, PgVector
 
-    dsn, schema = sys.argv[1], sys.argv[2]
-    memory = Memory(storage=PostgresStorage(dsn, schema=schema), embedder=HashEmbedder(dim=64),
+    dsn, schema, kind = sys.argv[1], sys.argv[2], sys.argv[3]
+    storage = PostgresStorage(dsn, schema=schema)
+    vector = HnswVectorStore(storage) if kind == "hnsw" else PgVector(storage)
+    memory = Memory(storage=storage, vector=vector, embedder=HashEmbedder(dim=64),
                     options={"semantic_recall": {"scope": "resource"}})
     print("ready", flush=True)
     for line in sys.stdin:
@@ -36,13 +41,15 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def test_a_message_saved_in_one_process_is_found_by_the_next_recall_in_another(pg_dsn, pg_schema):
-    memory = Memory(storage=PostgresStorage(pg_dsn, schema=pg_schema), embedder=HashEmbedder(dim=64),
-                    options=OPTIONS)
+@pytest.mark.parametrize("kind", ["hnsw", "pgvector"])
+def test_a_message_saved_in_one_process_is_found_by_the_next_recall_in_another(pg_dsn, pg_schema, kind):
+    storage = PostgresStorage(pg_dsn, schema=pg_schema)
+    vector = HnswVectorStore(storage) if kind == "hnsw" else PgVector(storage)
+    memory = Memory(storage=storage, vector=vector, embedder=HashEmbedder(dim=64), options=OPTIONS)
     memory.create_thread("r1", thread_id="t0")
     memory.save_messages([{"id": "seed", "thread_id": "t0", "role": "user", "content": "hello"}])
     assert [m.id for m in memory.recall("t0", resource_id="r1", vector_search_string="hello").messages] == ["seed"]
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, pg_dsn, pg_schema], stdin=subprocess.PIPE,
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, pg_dsn, pg_schema, kind], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
         assert writer.stdout.readline().strip() == "ready"
@@ -64,8 +71,6 @@ def test_a_message_saved_in_one_process_is_found_by_the_next_recall_in_another(p
 
 @pytest.mark.parametrize("deleted_elsewhere", [False, True])
 def test_deletes_and_a_recreated_index_in_another_process_reach_the_cache(pg_dsn, pg_schema, deleted_elsewhere):
-    from threadrecall.vector import HnswVectorStore
-
     here = HnswVectorStore(PostgresStorage(pg_dsn, schema=pg_schema))
     here.create_index("docs", 2)
     here.upsert("docs", [[1, 0], [0, 1]], ids=["a", "b"])
@@ -87,3 +92,38 @@ def test_deletes_and_a_recreated_index_in_another_process_reach_the_cache(pg_dsn
     got = [(r.id, r.metadata) for r in here.query("docs", [1, 0], top_k=2)]
     assert got == ([("c", {})] if deleted_elsewhere else [("b", {"moved": True})])
     here.close()
+
+
+def test_a_cache_lagging_past_the_pruned_changes_rebuilds_instead_of_missing_them(pg_dsn, pg_schema,
+                                                                                  monkeypatch):
+    """Two stores on two storages (two processes, as far as the database can tell). While one
+    sits still, the other deletes, moves and adds vectors over many transactions, and the
+    changes it made first are pruned: the first store's next search must still reflect all
+    of them (a replay of only the changes left would keep ``gone`` and the old ``moved``)."""
+    import numpy as np
+    import psycopg
+
+    from threadrecall.vector import rows_postgres
+
+    monkeypatch.setattr(rows_postgres, "PRUNE_EVERY", 4)
+    monkeypatch.setattr(rows_postgres, "PRUNE_KEEP", 6)
+    lagging = HnswVectorStore(PostgresStorage(pg_dsn, schema=pg_schema))
+    lagging.create_index("docs", 2)
+    lagging.upsert("docs", [[1, 0], [0.9, 0.1], [0, 1]], ids=["gone", "moved", "kept"])
+    assert [r.id for r in lagging.query("docs", [1, 0], top_k=3)] == ["gone", "moved", "kept"]
+    busy = HnswVectorStore(PostgresStorage(pg_dsn, schema=pg_schema))
+    busy.delete_vectors("docs", ids=["gone"])
+    busy.upsert("docs", [[-1, 0]], ids=["moved"])
+    for k in range(20):  # later transactions, each its own generation
+        busy.upsert("docs", [[np.cos(k), np.sin(k) - 2]], ids=[f"later{k}"])
+    with psycopg.connect(pg_dsn) as conn:
+        generation, pruned = conn.execute(
+            f'SELECT generation, pruned FROM "{pg_schema}".hnsw_indexes').fetchone()
+        oldest = conn.execute(f'SELECT min(generation) FROM "{pg_schema}".hnsw_changes').fetchone()[0]
+    assert generation == 23 and pruned == 14 and oldest == 15  # the first 14 generations' changes are gone
+    got = {r.id: r.score for r in lagging.query("docs", [1, 0], top_k=30)}
+    assert "gone" not in got and len(got) == 22
+    assert got["moved"] == pytest.approx(-1.0) and got["kept"] == pytest.approx(0.0, abs=1e-6)
+    assert {r.id: r.score for r in busy.query("docs", [1, 0], top_k=30)} == got
+    lagging.close()
+    busy.close()

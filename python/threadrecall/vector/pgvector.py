@@ -61,7 +61,7 @@ _TWO_POW_53 = 2.0**53
 # A filtered search passing fewer rows than this scans them exactly (through the btree
 # indexes on thread_id / resource_id, or the table); more, and it walks the HNSW graph.
 # At 100k x 384 an exact scan of 1,000 rows takes a few ms where the iterative graph walk
-# to a 1% scope takes tens (benches/bench_pgvector.py).
+# to a 1% scope takes tens (benches/bench_pg_vectors.py).
 EXACT_SCOPE = 3000
 
 MIGRATIONS = [
@@ -394,16 +394,17 @@ class PgVector(AsyncTwins):
                            "ORDER BY distance LIMIT %s").format(**parts), [text, top_k]
         # A filtered search: an exact scan of the rows passing the filter when fewer than
         # EXACT_SCOPE do (found through the scope indexes), else the iterative HNSW scan. The
-        # count gates each branch as a one-time filter, so only one of them ever runs.
+        # scope's rows are read once, with their distances; their count gates each branch as
+        # a one-time filter, so the graph is walked only for a large scope.
         statement = sql.SQL(
-            "WITH scope AS MATERIALIZED (SELECT 1 FROM {t} WHERE {cond} LIMIT {n}), "
-            "small AS MATERIALIZED (SELECT * FROM {t} WHERE {cond} AND (SELECT count(*) FROM scope) < {n}) "
-            "(SELECT id, embedding {op} %s::vector AS distance{extra} FROM small "
-            "ORDER BY distance LIMIT %s) UNION ALL "
+            "WITH scope AS MATERIALIZED (SELECT id, embedding {op} %s::vector AS distance{extra} "
+            "FROM {t} WHERE {cond} LIMIT {n}) "
+            "(SELECT * FROM scope WHERE (SELECT count(*) FROM scope) < {n} ORDER BY distance LIMIT %s) "
+            "UNION ALL "
             "(SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} "
             "WHERE {cond} AND (SELECT count(*) FROM scope) >= {n} ORDER BY distance LIMIT %s)"
         ).format(**parts)
-        return statement, [*params, *params, text, top_k, text, *params, top_k]
+        return statement, [text, *params, top_k, text, *params, top_k]
 
     def _search(self, name: str, vector: Any, top_k: int, filter: Any, extra: str) -> list[tuple]:
         """Run a search in one round trip. The HNSW settings are session settings of a pooled

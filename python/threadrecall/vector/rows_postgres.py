@@ -11,8 +11,17 @@ generation is taken last, just before the commit (``PostgresStorage.before_commi
 out in commit order, and a reader that sees ``generation = g`` sees every change at or below
 ``g`` — the change feed's technique. A process's index is caught up with one statement that
 reads the generation and, in the same snapshot, each id changed since the index's own
-generation with its row as it is now (no row: deleted); when nothing changed that statement is
-the whole cost of staying current.
+generation with its row as it is now (no row: deleted). Before each search a process first
+reads just the index's catalogue row (a primary-key lookup, one round trip): when its
+generation is the one the process's index reflects, nothing changed and that lookup is the
+whole cost of staying current; only when it moved is the delta read.
+
+``hnsw_changes`` is pruned as it grows: every ``PRUNE_EVERY`` generations the transaction that
+takes the generation deletes the changes older than the last ``PRUNE_KEEP`` generations and
+records that horizon in ``hnsw_indexes.pruned``, in the same commit. A process whose index
+reflects a generation below the horizon can no longer learn what changed since, so it
+rebuilds its index from the rows (read in the same snapshot as the horizon, it never
+replays a partial delta).
 """
 
 from __future__ import annotations
@@ -36,6 +45,10 @@ __all__ = ["PostgresRows", "MIGRATIONS"]
 BATCH = 5_000
 # The name of this store's notes in a transaction's scratch.
 _PENDING = "hnsw.changed"
+# Every PRUNE_EVERY generations, the changes older than the last PRUNE_KEEP generations are
+# deleted (a process lagging further behind rebuilds its index from the rows instead).
+PRUNE_EVERY = 1_000
+PRUNE_KEEP = 10_000
 
 MIGRATIONS = [
     """
@@ -61,6 +74,10 @@ MIGRATIONS = [
     );
     CREATE INDEX hnsw_changes_at ON {s}.hnsw_changes (index_name, generation);
     """,
+    # The horizon of hnsw_changes: the changes at or below it are deleted.
+    """
+    ALTER TABLE {s}.hnsw_indexes ADD COLUMN pruned BIGINT NOT NULL DEFAULT 0;
+    """,
 ]
 
 INFO = "SELECT dimension, metric, generation FROM {s}.hnsw_indexes WHERE name = %(name)s"
@@ -77,13 +94,24 @@ DELETE = "DELETE FROM {s}.hnsw_rows WHERE index_name = %(name)s AND id = ANY(%(i
 # The generation of a transaction's changes, taken last (its row lock is held to the commit).
 STAMP = """
     WITH g AS (UPDATE {s}.hnsw_indexes SET generation = generation + 1 WHERE name = %(name)s
-               RETURNING generation)
-    INSERT INTO {s}.hnsw_changes (index_name, generation, id)
-    SELECT %(name)s, g.generation, i.id FROM g, unnest(%(ids)s::text[]) AS i(id)
+               RETURNING generation),
+         noted AS (INSERT INTO {s}.hnsw_changes (index_name, generation, id)
+                   SELECT %(name)s, g.generation, i.id FROM g, unnest(%(ids)s::text[]) AS i(id))
+    SELECT generation FROM g
 """
+# Delete the changes at or below a new horizon, and record it (in the stamping transaction,
+# which already holds the index's row lock).
+PRUNE = """
+    WITH horizon AS (UPDATE {s}.hnsw_indexes SET pruned = %(horizon)s
+                     WHERE name = %(name)s AND pruned < %(horizon)s RETURNING name)
+    DELETE FROM {s}.hnsw_changes c USING horizon
+    WHERE c.index_name = horizon.name AND c.generation <= %(horizon)s
+"""
+# The cheap check before a search: which creation of the index, its generation, its horizon.
+HEAD = "SELECT origin, generation, pruned FROM {s}.hnsw_indexes WHERE name = %(name)s"
 # The generation and, in the same snapshot, every id changed since ``since`` with its row now.
 CHANGES = """
-    SELECT x.origin, x.generation, c.id, r.vector, r.metadata
+    SELECT x.origin, x.generation, x.pruned, c.id, r.vector, r.metadata
     FROM {s}.hnsw_indexes x
     LEFT JOIN LATERAL (
         SELECT DISTINCT ch.id FROM {s}.hnsw_changes ch
@@ -111,7 +139,8 @@ class PostgresRows:
             ident = quoted_schema(storage.schema).as_string(conn)
         self._sql = {name: text.replace("{s}", ident) for name, text in (
             ("INFO", INFO), ("CREATE", CREATE), ("WRITE", WRITE), ("DELETE", DELETE),
-            ("STAMP", STAMP), ("CHANGES", CHANGES), ("SNAPSHOT_HEAD", SNAPSHOT_HEAD),
+            ("STAMP", STAMP), ("PRUNE", PRUNE), ("HEAD", HEAD), ("CHANGES", CHANGES),
+            ("SNAPSHOT_HEAD", SNAPSHOT_HEAD),
             ("SNAPSHOT_ROWS", SNAPSHOT_ROWS))}
         self._ident = ident
 
@@ -201,7 +230,9 @@ class PostgresRows:
 
     def _stamp(self, conn: psycopg.Connection, pending: dict[str, dict[str, None]]) -> None:
         for name in sorted(pending):  # one order everywhere: no two transactions deadlock
-            conn.execute(self._sql["STAMP"], {"name": name, "ids": list(pending[name])})
+            row = conn.execute(self._sql["STAMP"], {"name": name, "ids": list(pending[name])}).fetchone()
+            if row is not None and row[0] % PRUNE_EVERY == 0 and row[0] > PRUNE_KEEP:
+                conn.execute(self._sql["PRUNE"], {"name": name, "horizon": row[0] - PRUNE_KEEP})
 
     def fetch(self, name: str, ids: list[str], vectors: bool = False) -> list[tuple[Any, ...]]:
         columns = "id, metadata, vector" if vectors else "id, metadata"
@@ -211,23 +242,29 @@ class PostgresRows:
                 "WHERE index_name = %s AND id = ANY(%s::text[])", [name, ids]).fetchall()
 
     def changes(self, name: str, since: int, dim: int, origin: str | None = None) -> Delta:
-        """What changed after ``since`` in the committed state, in one statement; a rebuild
-        from one snapshot when the index has no origin yet or is not the one it was built
-        from (``reset``)."""
+        """What changed after ``since`` in the committed state. First the index's catalogue
+        row alone: when its generation is still ``since``, nothing changed (one cheap round
+        trip); else the delta, in one statement. A rebuild from one snapshot when the index
+        has no origin yet, and ``reset`` when it is not the one it was built from or its
+        changes after ``since`` are pruned."""
         if origin is None:
             return self._snapshot(name, dim)
         with self.storage.connection() as conn:
+            head = conn.execute(self._sql["HEAD"], {"name": name}).fetchone()
+            if head is None:
+                raise IndexNotFoundError(f"index {name} does not exist")
+            if _outdated(head, since, origin) or head[1] == since:
+                return _unchanged_or_reset(head, since, origin)
             rows = conn.cursor(binary=True).execute(
                 self._sql["CHANGES"], {"name": name, "since": since}).fetchall()
         if not rows:
             raise IndexNotFoundError(f"index {name} does not exist")
-        now_origin, generation = rows[0][0], rows[0][1]
-        if now_origin != origin or generation < since:
-            return Delta(generation, [], 0, iter(()), reset=True, origin=now_origin)
-        present = [r for r in rows if r[2] is not None and r[3] is not None]
-        removed = [r[2] for r in rows if r[2] is not None and r[3] is None]
-        batches = iter([_batch(present, dim)] if present else [])
-        return Delta(generation, removed, len(present), batches, origin=origin)
+        if _outdated(rows[0], since, origin):
+            return _unchanged_or_reset(rows[0], since, origin)
+        present = [r for r in rows if r[3] is not None and r[4] is not None]
+        removed = [r[3] for r in rows if r[3] is not None and r[4] is None]
+        batches = iter([_batch(present, dim, first=3)] if present else [])
+        return Delta(rows[0][1], removed, len(present), batches, origin=origin)
 
     def _snapshot(self, name: str, dim: int) -> Delta:
         """Every row of ``name`` and the generation they reflect, read in one snapshot."""
@@ -258,7 +295,21 @@ class PostgresRows:
         pass
 
 
-def _batch(rows: list[tuple[Any, ...]], dim: int, first: int = 2) -> tuple[list[str], np.ndarray, list[str]]:
+def _outdated(head: tuple[Any, ...], since: int, origin: str) -> bool:
+    """Whether an index at generation ``since`` of creation ``origin`` cannot be caught up
+    from ``head`` (origin, generation, pruned): the index was created again, or the changes
+    after ``since`` are (partly) pruned."""
+    now_origin, generation, pruned = head[0], head[1], head[2]
+    return now_origin != origin or generation < since or since < pruned
+
+
+def _unchanged_or_reset(head: tuple[Any, ...], since: int, origin: str) -> Delta:
+    if _outdated(head, since, origin):
+        return Delta(head[1], [], 0, iter(()), reset=True, origin=head[0])
+    return Delta(since, [], 0, iter(()), origin=origin)
+
+
+def _batch(rows: list[tuple[Any, ...]], dim: int, first: int) -> tuple[list[str], np.ndarray, list[str]]:
     """``(ids, vectors, metadata texts)`` of rows holding id, vector bytes and metadata from
     column ``first`` on."""
     ids = [r[first] for r in rows]
