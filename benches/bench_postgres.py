@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import random
 import statistics
 import sys
@@ -220,6 +221,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--turns", type=int, default=300)
     args = parser.parse_args()
+    started, load = datetime.now(timezone.utc), os.getloadavg()[0]
     lines = ["# PostgreSQL backend: recall and saves next to plain SQL", "",
              f"One run, one PostgreSQL 18 server (durable defaults), {args.calls} calls per path, "
              f"{args.turns} turns per writer; µs.", ""]
@@ -241,6 +243,8 @@ def main() -> None:
                       "| raw 2-row INSERT p50 | Memory / INSERT |", "|---|---|---|---|---|"]
             lines += [f"| {n} | {a:.0f} | {d:.0f} | {b:.0f} | {r:.2f} |" for n, a, d, b, r in save]
             lines += ["", f"Resident memory of a serving process after 2000 recalls: {rss} MB.", ""]
+    lines[3:3] = [f"Run {started:%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores; 1-minute load average "
+                  f"{load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.", ""]
     out = Path(__file__).parent / "results" / "postgres.md"
     out.write_text("\n".join(lines))
     print(f"wrote {out}")
