@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -90,6 +91,10 @@ class PostgresStorage:
                                         name=f"threadrecall.{schema}")
             self._owns_pool = True
         self._local = threading.local()
+        # One cursor per pooled connection for lone statements (a connection serves one
+        # thread at a time), which saves making one per call.
+        self._cursors: weakref.WeakKeyDictionary[psycopg.Connection, psycopg.Cursor] = (
+            weakref.WeakKeyDictionary())
         self._replica: Replica | None = None
         self._replica_lock = threading.Lock()
         self._pages: dict[tuple[Any, ...], str] = {}
@@ -210,12 +215,17 @@ class PostgresStorage:
         if tx is not None:
             return tx.conn.execute(query, params).fetchall()
         for attempt in range(4):
+            conn = self._pool.getconn()
             try:
-                with self._pool.connection() as conn:
-                    return conn.execute(query, params).fetchall()
+                cursor = self._cursors.get(conn)
+                if cursor is None or cursor.closed:
+                    cursor = self._cursors[conn] = conn.cursor()
+                return cursor.execute(query, params).fetchall()
             except _RETRIED:
                 if attempt == 3:
                     raise
+            finally:
+                self._pool.putconn(conn)
         raise AssertionError("unreachable")
 
     def _write(self, name: str, params: Mapping[str, Any], kind: str,
