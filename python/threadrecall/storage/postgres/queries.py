@@ -11,7 +11,7 @@ from __future__ import annotations
 __all__ = [
     "CHANGES_SINCE", "CREATE_THREADS", "DELETE_MESSAGES", "DELETE_THREAD", "FLUSH_CHANGES",
     "GET_MESSAGES", "GET_RESOURCE", "GET_THREADS", "LOCK", "SAVE_MESSAGES", "SAVE_RESOURCE",
-    "SAVE_THREADS", "SCAN_MESSAGES", "THREAD_FOR_UPDATE", "THREAD_MESSAGES", "WINDOW",
+    "SAVE_THREADS", "SAVE_TURN", "SCAN_MESSAGES", "THREAD_FOR_UPDATE", "THREAD_MESSAGES", "WINDOW",
     "list_threads", "page",
 ]
 
@@ -59,6 +59,61 @@ SAVE_MESSAGES = _logged(
     ),
     touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id = ANY(%(touched)s::text[]))""",
     "SELECT id, created_at, seq FROM ins",
+    rows="ins", kind="u", ref="ins.id",
+)
+
+# A turn: messages with their threads in one statement. Each thread is upserted (created with
+# the resource of its first message, else only its updated_at set), messages without a resource
+# take their thread's; a missing thread whose first message names no resource writes nothing
+# and comes back as an 'x' row. Rows: ('m', id, created_at µs, seq) per message, ('t', thread
+# columns) per thread.
+SAVE_TURN = _logged(
+    """
+    WITH incoming AS (
+        SELECT * FROM unnest(%(ids)s::text[], %(threads)s::text[], %(resources)s::text[],
+                             %(roles)s::text[], %(types)s::text[], %(contents)s::text[],
+                             %(metadatas)s::text[], %(filters)s::jsonb[], %(times)s::bigint[])
+            WITH ORDINALITY AS i(id, thread_id, resource_id, role, type, content, metadata, filter,
+                                 created_at, ord)
+    ),
+    wanted AS (SELECT DISTINCT ON (thread_id) thread_id AS id, resource_id FROM incoming
+               ORDER BY thread_id, ord),
+    missing AS (SELECT w.id FROM wanted w WHERE w.resource_id IS NULL
+                AND NOT EXISTS (SELECT 1 FROM {s}.threads t WHERE t.id = w.id)),
+    owners AS (
+        INSERT INTO {s}.threads AS t (id, resource_id, created_at, updated_at)
+        SELECT id, coalesce(resource_id, ''), %(now)s, %(now)s FROM wanted
+        WHERE NOT EXISTS (SELECT 1 FROM missing)
+        ORDER BY id
+        ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at
+        RETURNING t.id, t.resource_id, t.title, t.metadata, t.created_at, t.updated_at
+    ),
+    fresh AS MATERIALIZED (
+        SELECT i.id, i.thread_id, coalesce(i.resource_id, o.resource_id) AS resource_id, i.role,
+               i.type, i.content, i.metadata, i.filter, i.created_at,
+               k.created_at AS kept_at, k.seq AS kept_seq
+        FROM incoming i JOIN owners o ON o.id = i.thread_id
+        LEFT JOIN {s}.messages k ON k.id = i.id
+        ORDER BY i.ord
+    ),
+    ins AS (
+        INSERT INTO {s}.messages AS m
+            (id, thread_id, resource_id, role, type, content, metadata, filter, created_at, seq)
+        SELECT id, thread_id, resource_id, role, type, content, metadata, filter,
+               coalesce(kept_at, created_at), coalesce(kept_seq, nextval({seq}))
+        FROM fresh
+        ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
+            resource_id = excluded.resource_id, role = excluded.role, type = excluded.type,
+            content = excluded.content, metadata = excluded.metadata, filter = excluded.filter
+        RETURNING m.id, m.created_at, m.seq
+    )""",
+    """
+    SELECT 'm', id, NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, created_at, seq
+    FROM ins
+    UNION ALL
+    SELECT 't', id, resource_id, title, metadata, created_at, updated_at, NULL::bigint, NULL::bigint FROM owners
+    UNION ALL
+    SELECT 'x', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM missing""",
     rows="ins", kind="u", ref="ins.id",
 )
 

@@ -32,6 +32,7 @@ from ..replica import Replica
 from ..rows import MessageRow, from_micros, message_of, payload, to_micros
 from ..thread_filter import validate_thread_filter
 from ..thread_listing import check_thread_paging, thread_order
+from ..thread_owners import missing_thread, owned
 from . import queries as q
 from .containment import filter_form, filter_value
 from .schema import migrate, quoted_schema
@@ -109,7 +110,7 @@ class PostgresStorage:
             "CHANGES_SINCE", "CREATE_THREADS", "FLUSH_CHANGES", "GET_MESSAGES", "GET_RESOURCE",
             "GET_THREADS", "SAVE_RESOURCE", "SAVE_THREADS", "SCAN_MESSAGES",
             "THREAD_FOR_UPDATE", "THREAD_MESSAGES")}
-        for name in ("SAVE_MESSAGES", "DELETE_MESSAGES", "DELETE_THREAD"):
+        for name in ("SAVE_MESSAGES", "SAVE_TURN", "DELETE_MESSAGES", "DELETE_THREAD"):
             plain, logged = getattr(q, name)
             self._sql[name] = self._text(plain)
             self._sql[name + "_LOGGED"] = self._text(logged)
@@ -368,23 +369,25 @@ class PostgresStorage:
         if not messages:
             return []
         latest = list({m.id: m for m in messages}.values())
-        params = {
-            "ids": [m.id for m in latest],
-            "threads": [m.thread_id for m in latest],
-            "resources": [m.resource_id for m in latest],
-            "roles": [m.role for m in latest],
-            "types": [m.type for m in latest],
-            "contents": [_json(m.content.to_dict()) for m in latest],
-            "metadatas": [_json(m.metadata) for m in latest],
-            "filters": [filter_form(m.metadata) for m in latest],
-            "times": [to_micros(m.created_at) for m in latest],
-            "now": _now(),
-            "touched": sorted({m.thread_id for m in latest}),
-        }
+        params = _message_params(latest)
         rows = self._write("SAVE_MESSAGES", params, "u", lambda rows: [r[0] for r in rows])
-        kept = {r[0]: r[1] for r in rows}
-        return [m if kept[m.id] == params["times"][i] else replace(m, created_at=from_micros(kept[m.id]))
-                for i, m in enumerate(latest)]
+        return _as_stored(latest, params["times"], {r[0]: r[1] for r in rows})
+
+    def save_turn(self, messages: Sequence[Message]) -> tuple[list[Message], dict[str, Thread]]:
+        """Save messages with their threads in one statement (``Storage.save_turn``): missing
+        threads created, every thread's ``updated_at`` set, the change-feed entry written."""
+        if not messages:
+            return [], {}
+        latest = list({m.id: m for m in messages}.values())
+        params = _message_params(latest)
+        rows = self._write("SAVE_TURN", params, "u", lambda rows: [r[1] for r in rows if r[0] == "m"])
+        missing = {r[1] for r in rows if r[0] == "x"}
+        if missing:
+            raise missing_thread(next(m.thread_id for m in latest if m.thread_id in missing))
+        threads = {r[1]: _thread(r[1:7]) for r in rows if r[0] == "t"}
+        stored = _as_stored(owned(latest, threads), params["times"],
+                            {r[1]: r[7] for r in rows if r[0] == "m"})
+        return stored, threads
 
     def delete_messages(self, ids: Iterable[str]) -> list[str]:
         """Delete messages by id; unknown ids are ignored. Returns the ids that existed."""
@@ -501,6 +504,29 @@ def _json(value: Any) -> str:
         except UnicodeEncodeError:
             text = _ASCII.encode(value)
     return text
+
+
+def _message_params(messages: Sequence[Message]) -> dict[str, Any]:
+    """The parameters of a message upsert, one array per column."""
+    return {
+        "ids": [m.id for m in messages],
+        "threads": [m.thread_id for m in messages],
+        "resources": [m.resource_id for m in messages],
+        "roles": [m.role for m in messages],
+        "types": [m.type for m in messages],
+        "contents": [_json(m.content.to_dict()) for m in messages],
+        "metadatas": [_json(m.metadata) for m in messages],
+        "filters": [filter_form(m.metadata) for m in messages],
+        "times": [to_micros(m.created_at) for m in messages],
+        "now": _now(),
+        "touched": sorted({m.thread_id for m in messages}),
+    }
+
+
+def _as_stored(messages: Sequence[Message], times: Sequence[int], kept: Mapping[str, int]) -> list[Message]:
+    """The messages with the ``created_at`` kept by those they replaced."""
+    return [m if kept[m.id] == times[i] else replace(m, created_at=from_micros(kept[m.id]))
+            for i, m in enumerate(messages)]
 
 
 def _row(r: Sequence[Any]) -> MessageRow:
