@@ -227,7 +227,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--turns", type=int, default=300)
     args = parser.parse_args()
-    started, load = datetime.now(timezone.utc), os.getloadavg()[0]
+    started, load_start = datetime.now(timezone.utc), os.getloadavg()[0]
     lines = ["# PostgreSQL backend: recall and saves next to plain SQL", "",
              f"One run, one PostgreSQL 18 server (durable defaults), {args.calls} calls per path, "
              f"{args.turns} turns per writer; µs.", ""]
@@ -252,7 +252,7 @@ def main() -> None:
                       for n, a, b, r, a2, b2, r2 in save]
             lines += ["", f"Resident memory of a serving process after 2000 recalls: {rss} MB.", ""]
     lines[4:4] = [f"Run {started:%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores; 1-minute load average "
-                  f"{load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.", ""]
+                  f"{load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.", ""]
     out = Path(__file__).parent / "results" / "postgres.md"
     out.write_text("\n".join(lines))
     print(f"wrote {out}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "CHANGES_SINCE", "CREATE_THREADS", "DELETE_MESSAGES", "DELETE_THREAD", "FLUSH_CHANGES",
-    "GET_MESSAGES", "GET_RESOURCE", "GET_THREADS", "LOCK", "SAVE_MESSAGES", "SAVE_RESOURCE",
+    "GET_MESSAGES", "GET_RESOURCE", "GET_THREADS", "LOCK", "PRUNE_CHANGES", "SAVE_MESSAGES", "SAVE_RESOURCE",
     "SAVE_THREADS", "SAVE_TURN", "SCAN_MESSAGES", "THREAD_FOR_UPDATE", "THREAD_MESSAGES", "WINDOW",
     "list_threads", "page",
 ]
@@ -144,12 +144,13 @@ FLUSH_CHANGES = """
 # Each id's last change after the position, up to the feed's head, and the rows upserted.
 CHANGES_SINCE = """
     WITH head AS (SELECT position FROM {s}.feed),
+    horizon AS (SELECT position FROM {s}.feed_horizon),
     ch AS (SELECT c.position, c.n, c.kind, c.ref FROM {s}.changes c
            WHERE c.position > %(position)s AND c.position <= (SELECT position FROM head)),
     latest AS (SELECT DISTINCT ON (ref) ref, kind FROM ch WHERE kind <> 't'
                ORDER BY ref, position DESC, n DESC)
     SELECT 'h', NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text,
-           NULL::bigint, (SELECT position FROM head)
+           (SELECT position FROM horizon), (SELECT position FROM head)
     UNION ALL
     SELECT DISTINCT 't', ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL::bigint, NULL::bigint FROM ch WHERE kind = 't'
     UNION ALL
@@ -157,6 +158,15 @@ CHANGES_SINCE = """
     UNION ALL
     SELECT 'u', """ + MESSAGE_COLUMNS + """
     FROM latest JOIN {s}.messages m ON m.id = latest.ref WHERE latest.kind = 'u'
+"""
+
+# Drop the entries more than ``keep`` positions behind the head, moving the horizon up to them
+# in the same transaction (readers see both or neither).
+PRUNE_CHANGES = """
+    WITH horizon AS (
+        UPDATE {s}.feed_horizon SET position = greatest(position, (SELECT position FROM {s}.feed) - %(keep)s)
+        RETURNING position)
+    DELETE FROM {s}.changes WHERE position <= (SELECT position FROM horizon)
 """
 
 GET_MESSAGES = f"SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m WHERE m.id = ANY(%(ids)s::text[])"

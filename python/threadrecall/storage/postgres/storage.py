@@ -40,6 +40,7 @@ from .schema import migrate, quoted_schema
 __all__ = ["PostgresStorage"]
 
 _RETRIED = (errors.DeadlockDetected, errors.SerializationFailure)
+_PRUNE_EVERY = 1000  # writes between two prunings of the change feed
 _ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, default=str)
 
 
@@ -77,9 +78,11 @@ class PostgresStorage:
     """
 
     def __init__(self, dsn_or_pool: str | ConnectionPool, *, schema: str = "threadrecall",
-                 max_connections: int = 10) -> None:
+                 max_connections: int = 10, keep_changes: int = 100_000) -> None:
         quoted_schema(schema)  # a bad name fails before any connection is made
         self.schema = schema
+        self.keep_changes = _count("keep_changes", keep_changes)
+        self._writes = 0
         if isinstance(dsn_or_pool, ConnectionPool):
             self._pool, self._owns_pool = dsn_or_pool, False
             with self._pool.connection() as conn:
@@ -108,7 +111,7 @@ class PostgresStorage:
         self._seq = sql.Literal(f"{ident}.message_seq").as_string(conn)
         self._sql = {name: self._text(getattr(q, name)) for name in (
             "CHANGES_SINCE", "CREATE_THREADS", "FLUSH_CHANGES", "GET_MESSAGES", "GET_RESOURCE",
-            "GET_THREADS", "SAVE_RESOURCE", "SAVE_THREADS", "SCAN_MESSAGES",
+            "GET_THREADS", "PRUNE_CHANGES", "SAVE_RESOURCE", "SAVE_THREADS", "SCAN_MESSAGES",
             "THREAD_FOR_UPDATE", "THREAD_MESSAGES")}
         for name in ("SAVE_MESSAGES", "SAVE_TURN", "DELETE_MESSAGES", "DELETE_THREAD"):
             plain, logged = getattr(q, name)
@@ -233,11 +236,17 @@ class PostgresStorage:
                refs: Callable[[list[tuple[Any, ...]]], Iterable[str]]) -> list[tuple[Any, ...]]:
         """Run a write: alone with its feed entry, or in the open transaction, which writes the
         entries of all its writes before it commits."""
+        self._writes += 1
         tx = self._open()
         if tx is None:
-            return self._fetch(self._sql[name + "_LOGGED"], params)
+            rows = self._fetch(self._sql[name + "_LOGGED"], params)
+            if self._writes % _PRUNE_EVERY == 0:
+                self.prune_changes()
+            return rows
         rows = tx.conn.execute(self._sql[name], params).fetchall()
         tx.log(kind, refs(rows))
+        if self._writes % _PRUNE_EVERY == 0:
+            tx.callbacks.append(self.prune_changes)
         return rows
 
     # ----------------------------------------------------------------------------- threads
@@ -457,12 +466,20 @@ class PostgresStorage:
         even when called inside a transaction."""
         with self._pool.connection() as conn:
             rows = conn.execute(self._sql["CHANGES_SINCE"], {"position": position}).fetchall()
-        head = next(r[9] for r in rows if r[0] == "h")
-        if position > head:  # the feed was recreated behind this reader
+        head, horizon = next((r[9], r[8]) for r in rows if r[0] == "h")
+        if position > head or position < horizon:  # recreated, or pruned past this reader
             return Changes(head, reset=True)
         upserted = sorted((_row(r[1:]) for r in rows if r[0] == "u"), key=lambda r: r[4])
         return Changes(head, upserted, [r[1] for r in rows if r[0] == "d"],
                        [r[1] for r in rows if r[0] == "t"])
+
+    def prune_changes(self, keep: int | None = None) -> None:
+        """Drop the change-feed entries more than ``keep`` (default ``keep_changes``) positions
+        behind its head. A reader left behind them rebuilds from a scan instead of missing a
+        change. Every thousandth write of this object calls it."""
+        keep = self.keep_changes if keep is None else _count("keep", keep)
+        with self._pool.connection() as conn:
+            conn.execute(self._sql["PRUNE_CHANGES"], {"keep": keep})
 
     def scan_messages(self, batch: int = 50_000) -> Iterator[list[MessageRow]]:
         """Every stored message, in batches, in insertion order (one snapshot)."""
