@@ -89,13 +89,14 @@ def test_bad_messages_are_refused_and_nothing_is_written(memory, bad, match):
 def test_a_failed_write_leaves_no_trace(memory, monkeypatch):
     seed(memory, "t1", 2)
 
-    written = memory.storage.save_messages
+    written = memory.storage.save_turn
 
     def boom(messages):  # the rows are written, then the transaction fails
-        written(messages)
-        raise RuntimeError("disk full")
+        with memory.storage.transaction():
+            written(messages)
+            raise RuntimeError("disk full")
 
-    monkeypatch.setattr(memory.storage, "save_messages", boom)
+    monkeypatch.setattr(memory.storage, "save_turn", boom)
     with pytest.raises(RuntimeError):
         memory.save_messages([{"thread_id": "t1", "role": "user", "content": "lost"}])
     monkeypatch.undo()

@@ -15,6 +15,7 @@ from conftest import T0, kill_after_acks
 from psycopg import sql
 
 from threadrecall.storage import PostgresStorage
+from threadrecall.storage.postgres.schema import MIGRATIONS
 from threadrecall.types import Message, MessageContent, Thread
 
 WORKERS = 4
@@ -46,8 +47,9 @@ def test_processes_opening_a_fresh_schema_at_once_migrate_it_once(pg_dsn, pg_sch
         ident = sql.Identifier(pg_schema)
         versions = conn.execute(sql.SQL("SELECT component, version FROM {}.schema_version").format(ident)).fetchall()
         feed = conn.execute(sql.SQL("SELECT count(*) FROM {}.feed").format(ident)).fetchone()[0]
+        horizon = conn.execute(sql.SQL("SELECT count(*) FROM {}.feed_horizon").format(ident)).fetchone()[0]
         threads = conn.execute(sql.SQL("SELECT count(*) FROM {}.threads").format(ident)).fetchone()[0]
-    assert versions == [("memory", 1)] and feed == 1 and threads == 3
+    assert versions == [("memory", len(MIGRATIONS))] and feed == 1 and horizon == 1 and threads == 3
 
 
 def _worker(dsn: str, schema: str, me: int, acked, start, results) -> None:

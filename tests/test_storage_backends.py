@@ -263,3 +263,31 @@ def test_the_change_feed_gives_each_ids_last_change(store):
     assert "m5" in ids(later.upserted) and later.deleted_threads == ["t1"]
     assert later.position > middle.position
     assert not store.changes_since(later.position)
+
+
+def test_save_turn_creates_threads_fills_resources_and_is_all_or_nothing(storage):
+    storage.save_thread(Thread("known", "r-known"))
+    before = storage.get_thread("known").updated_at
+    turn = [Message(id="a", thread_id="known", resource_id=None, role="user", content=MessageContent(text="a"),
+                    created_at=T0),
+            Message(id="b", thread_id="fresh", resource_id="r-fresh", role="assistant",
+                    content=MessageContent(text="b"), created_at=T0)]
+    stored, threads = storage.save_turn(turn)
+    assert [(m.id, m.resource_id) for m in stored] == [("a", "r-known"), ("b", "r-fresh")]
+    assert {t: (threads[t].resource_id, threads[t].title) for t in threads} == {
+        "known": ("r-known", ""), "fresh": ("r-fresh", "")}
+    assert storage.get_thread("fresh").resource_id == "r-fresh"
+    assert storage.get_thread("known").updated_at > before
+    assert [m.resource_id for m in storage.get_messages(["a", "b"])] == ["r-known", "r-fresh"]
+    position = storage.changes_since(0).position
+    orphan = [Message(id="c", thread_id="known", resource_id=None, role="user", content=MessageContent(text="c"),
+                      created_at=T0),
+              Message(id="d", thread_id="nowhere", resource_id=None, role="user",
+                      content=MessageContent(text="d"), created_at=T0)]
+    with pytest.raises(ThreadNotFoundError, match="nowhere"):
+        storage.save_turn(orphan)
+    assert storage.get_messages(["c", "d"]) == [] and storage.get_thread("nowhere") is None
+    assert storage.changes_since(position).position == position
+    again, _ = storage.save_turn([replace(turn[0], content=MessageContent(text="a2"),
+                                          created_at=T0 + timedelta(hours=1))])
+    assert again[0].created_at == T0 and storage.get_message("a").text == "a2"

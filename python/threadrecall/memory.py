@@ -42,6 +42,7 @@ from .semantic import MessageIndex
 from .storage.base import Storage
 from .storage.duckdb import DuckDBStorage
 from .storage.rows import new_id
+from .storage.thread_owners import ensure_threads
 from .summarize import (
     SummarizeResult,
     asummarize_conversation,
@@ -380,17 +381,12 @@ class Memory:
         latest = {m.id: m for m in given}
         incoming = [m for m in map(strip_working_memory, latest.values()) if m is not None]
         embedded = self.index.prepare(incoming) if self._embeds else None
-        with self.storage.transaction():
-            threads = self._ensure_threads(incoming)
-            incoming = [
-                m if m.resource_id is not None else replace(m, resource_id=threads[m.thread_id].resource_id)
-                for m in incoming
-            ]
-            if embedded is None:
-                stored = self.storage.save_messages(incoming)
-            else:  # the versions being replaced name the vectors to drop
-                replaced = self._stored(m.id for m in incoming)
-                stored = self.storage.save_messages(incoming)
+        if embedded is None:  # one statement where the backend can: no transaction of its own
+            stored, threads = self.storage.save_turn(incoming)
+        else:
+            with self.storage.transaction():
+                replaced = self._stored(m.id for m in incoming)  # they name the vectors to drop
+                stored, threads = self.storage.save_turn(incoming)
                 self.index.write(embedded, {m.id: m for m in stored}, threads, replaced)
         if self._titler is not None:
             self._titler.schedule(self.storage, [t for t in threads.values() if not t.title])
@@ -777,19 +773,7 @@ class Memory:
 
     def _ensure_threads(self, messages: Sequence[Message]) -> dict[str, Thread]:
         """The thread of every message, created when missing and the message names a resource."""
-        threads = self.storage.get_threads(m.thread_id for m in messages)
-        missing: dict[str, Thread] = {}
-        for m in messages:
-            if m.thread_id in threads or m.thread_id in missing:
-                continue
-            if m.resource_id is None:
-                raise ThreadNotFoundError(
-                    f"Thread with id {m.thread_id} not found; create it first or give the "
-                    "message a resource_id"
-                )
-            missing[m.thread_id] = Thread(id=m.thread_id, resource_id=m.resource_id)
-        threads.update(self.storage.create_threads(list(missing.values())))
-        return threads
+        return ensure_threads(self.storage, messages)
 
     acreate_thread = async_twin(create_thread)
     aget_thread_by_id = async_twin(get_thread_by_id)

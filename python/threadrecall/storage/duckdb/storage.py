@@ -33,6 +33,7 @@ from ..rows import MessageRow, from_micros, message_of, messages_of, new_id, pay
 from ..thread_cache import ThreadCache
 from ..thread_filter import thread_filter_sql, validate_thread_filter
 from ..thread_listing import check_thread_paging, thread_order
+from ..thread_owners import save_turn
 from .database import Database
 
 __all__ = ["DuckDBStorage", "MessageRow", "from_micros", "message_of", "messages_of", "new_id", "to_micros"]
@@ -448,6 +449,10 @@ class DuckDBStorage:
             payloads = [payload(m.role, m.type, c, md) for m, c, md in zip(stored, contents, metadatas)]
             self.db.on_commit(lambda: self._mirror(stored, seqs, payloads))
         return stored
+
+    def save_turn(self, messages: Sequence[Message]) -> tuple[list[Message], dict[str, Thread]]:
+        """Save messages with their threads in one transaction (``Storage.save_turn``)."""
+        return save_turn(self, messages)
 
     def delete_messages(self, ids: Iterable[str]) -> list[str]:
         """Delete messages by id; unknown ids are ignored. Returns the ids that existed."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 __all__ = [
     "CHANGES_SINCE", "CREATE_THREADS", "DELETE_MESSAGES", "DELETE_THREAD", "FLUSH_CHANGES",
-    "GET_MESSAGES", "GET_RESOURCE", "GET_THREADS", "LOCK", "SAVE_MESSAGES", "SAVE_RESOURCE",
-    "SAVE_THREADS", "SCAN_MESSAGES", "THREAD_FOR_UPDATE", "THREAD_MESSAGES", "WINDOW",
+    "GET_MESSAGES", "GET_RESOURCE", "GET_THREADS", "LOCK", "PRUNE_CHANGES", "SAVE_MESSAGES", "SAVE_RESOURCE",
+    "SAVE_THREADS", "SAVE_TURN", "SCAN_MESSAGES", "THREAD_FOR_UPDATE", "THREAD_MESSAGES", "WINDOW",
     "list_threads", "page",
 ]
 
@@ -62,6 +62,61 @@ SAVE_MESSAGES = _logged(
     rows="ins", kind="u", ref="ins.id",
 )
 
+# A turn: messages with their threads in one statement. Each thread is upserted (created with
+# the resource of its first message, else only its updated_at set), messages without a resource
+# take their thread's; a missing thread whose first message names no resource writes nothing
+# and comes back as an 'x' row. Rows: ('m', id, created_at µs, seq) per message, ('t', thread
+# columns) per thread.
+SAVE_TURN = _logged(
+    """
+    WITH incoming AS (
+        SELECT * FROM unnest(%(ids)s::text[], %(threads)s::text[], %(resources)s::text[],
+                             %(roles)s::text[], %(types)s::text[], %(contents)s::text[],
+                             %(metadatas)s::text[], %(filters)s::jsonb[], %(times)s::bigint[])
+            WITH ORDINALITY AS i(id, thread_id, resource_id, role, type, content, metadata, filter,
+                                 created_at, ord)
+    ),
+    wanted AS (SELECT DISTINCT ON (thread_id) thread_id AS id, resource_id FROM incoming
+               ORDER BY thread_id, ord),
+    missing AS (SELECT w.id FROM wanted w WHERE w.resource_id IS NULL
+                AND NOT EXISTS (SELECT 1 FROM {s}.threads t WHERE t.id = w.id)),
+    owners AS (
+        INSERT INTO {s}.threads AS t (id, resource_id, created_at, updated_at)
+        SELECT id, coalesce(resource_id, ''), %(now)s, %(now)s FROM wanted
+        WHERE NOT EXISTS (SELECT 1 FROM missing)
+        ORDER BY id
+        ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at
+        RETURNING t.id, t.resource_id, t.title, t.metadata, t.created_at, t.updated_at
+    ),
+    fresh AS MATERIALIZED (
+        SELECT i.id, i.thread_id, coalesce(i.resource_id, o.resource_id) AS resource_id, i.role,
+               i.type, i.content, i.metadata, i.filter, i.created_at,
+               k.created_at AS kept_at, k.seq AS kept_seq
+        FROM incoming i JOIN owners o ON o.id = i.thread_id
+        LEFT JOIN {s}.messages k ON k.id = i.id
+        ORDER BY i.ord
+    ),
+    ins AS (
+        INSERT INTO {s}.messages AS m
+            (id, thread_id, resource_id, role, type, content, metadata, filter, created_at, seq)
+        SELECT id, thread_id, resource_id, role, type, content, metadata, filter,
+               coalesce(kept_at, created_at), coalesce(kept_seq, nextval({seq}))
+        FROM fresh
+        ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
+            resource_id = excluded.resource_id, role = excluded.role, type = excluded.type,
+            content = excluded.content, metadata = excluded.metadata, filter = excluded.filter
+        RETURNING m.id, m.created_at, m.seq
+    )""",
+    """
+    SELECT 'm', id, NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, created_at, seq
+    FROM ins
+    UNION ALL
+    SELECT 't', id, resource_id, title, metadata, created_at, updated_at, NULL::bigint, NULL::bigint FROM owners
+    UNION ALL
+    SELECT 'x', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM missing""",
+    rows="ins", kind="u", ref="ins.id",
+)
+
 DELETE_MESSAGES = _logged(
     """
     WITH gone AS (DELETE FROM {s}.messages WHERE id = ANY(%(ids)s::text[]) RETURNING id, thread_id),
@@ -89,12 +144,13 @@ FLUSH_CHANGES = """
 # Each id's last change after the position, up to the feed's head, and the rows upserted.
 CHANGES_SINCE = """
     WITH head AS (SELECT position FROM {s}.feed),
+    horizon AS (SELECT position FROM {s}.feed_horizon),
     ch AS (SELECT c.position, c.n, c.kind, c.ref FROM {s}.changes c
            WHERE c.position > %(position)s AND c.position <= (SELECT position FROM head)),
     latest AS (SELECT DISTINCT ON (ref) ref, kind FROM ch WHERE kind <> 't'
                ORDER BY ref, position DESC, n DESC)
     SELECT 'h', NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text,
-           NULL::bigint, (SELECT position FROM head)
+           (SELECT position FROM horizon), (SELECT position FROM head)
     UNION ALL
     SELECT DISTINCT 't', ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL::bigint, NULL::bigint FROM ch WHERE kind = 't'
     UNION ALL
@@ -102,6 +158,15 @@ CHANGES_SINCE = """
     UNION ALL
     SELECT 'u', """ + MESSAGE_COLUMNS + """
     FROM latest JOIN {s}.messages m ON m.id = latest.ref WHERE latest.kind = 'u'
+"""
+
+# Drop the entries more than ``keep`` positions behind the head, moving the horizon up to them
+# in the same transaction (readers see both or neither).
+PRUNE_CHANGES = """
+    WITH horizon AS (
+        UPDATE {s}.feed_horizon SET position = greatest(position, (SELECT position FROM {s}.feed) - %(keep)s)
+        RETURNING position)
+    DELETE FROM {s}.changes WHERE position <= (SELECT position FROM horizon)
 """
 
 GET_MESSAGES = f"SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m WHERE m.id = ANY(%(ids)s::text[])"

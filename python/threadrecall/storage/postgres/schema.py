@@ -13,7 +13,8 @@ microseconds since the epoch, as recall's bounds and rows are.
 The change feed: each transaction that writes messages appends rows to ``changes`` under one
 position taken from the single row of ``feed`` just before it commits. Taking it locks that
 row until the commit, so positions are handed out in commit order, and a reader that sees
-``feed.position = p`` sees every change at or below ``p``.
+``feed.position = p`` sees every change at or below ``p``. Old entries are pruned up to
+``feed_horizon.position``; a reader whose position lies behind it rebuilds from a scan.
 """
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ MIGRATIONS: list[str] = [
         ref TEXT NOT NULL
     );
     CREATE INDEX changes_position ON {s}.changes (position);
+    """,
+    # The feed's horizon: entries at or below it have been pruned (a reader behind it rescans).
+    """
+    CREATE TABLE {s}.feed_horizon (
+        one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+        position BIGINT NOT NULL
+    );
+    INSERT INTO {s}.feed_horizon (position) VALUES (0);
     """,
 ]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ from ..replica import Replica
 from ..rows import MessageRow, from_micros, message_of, payload, to_micros
 from ..thread_filter import validate_thread_filter
 from ..thread_listing import check_thread_paging, thread_order
+from ..thread_owners import missing_thread, owned
 from . import queries as q
 from .containment import filter_form, filter_value
 from .schema import migrate, quoted_schema
@@ -38,6 +40,7 @@ from .schema import migrate, quoted_schema
 __all__ = ["PostgresStorage"]
 
 _RETRIED = (errors.DeadlockDetected, errors.SerializationFailure)
+_PRUNE_EVERY = 1000  # writes between two prunings of the change feed
 _ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, default=str)
 
 
@@ -75,9 +78,11 @@ class PostgresStorage:
     """
 
     def __init__(self, dsn_or_pool: str | ConnectionPool, *, schema: str = "threadrecall",
-                 max_connections: int = 10) -> None:
+                 max_connections: int = 10, keep_changes: int = 100_000) -> None:
         quoted_schema(schema)  # a bad name fails before any connection is made
         self.schema = schema
+        self.keep_changes = _count("keep_changes", keep_changes)
+        self._writes = 0
         if isinstance(dsn_or_pool, ConnectionPool):
             self._pool, self._owns_pool = dsn_or_pool, False
             with self._pool.connection() as conn:
@@ -90,6 +95,10 @@ class PostgresStorage:
                                         name=f"threadrecall.{schema}")
             self._owns_pool = True
         self._local = threading.local()
+        # One cursor per pooled connection for lone statements (a connection serves one
+        # thread at a time), which saves making one per call.
+        self._cursors: weakref.WeakKeyDictionary[psycopg.Connection, psycopg.Cursor] = (
+            weakref.WeakKeyDictionary())
         self._replica: Replica | None = None
         self._replica_lock = threading.Lock()
         self._pages: dict[tuple[Any, ...], str] = {}
@@ -102,9 +111,9 @@ class PostgresStorage:
         self._seq = sql.Literal(f"{ident}.message_seq").as_string(conn)
         self._sql = {name: self._text(getattr(q, name)) for name in (
             "CHANGES_SINCE", "CREATE_THREADS", "FLUSH_CHANGES", "GET_MESSAGES", "GET_RESOURCE",
-            "GET_THREADS", "SAVE_RESOURCE", "SAVE_THREADS", "SCAN_MESSAGES",
+            "GET_THREADS", "PRUNE_CHANGES", "SAVE_RESOURCE", "SAVE_THREADS", "SCAN_MESSAGES",
             "THREAD_FOR_UPDATE", "THREAD_MESSAGES")}
-        for name in ("SAVE_MESSAGES", "DELETE_MESSAGES", "DELETE_THREAD"):
+        for name in ("SAVE_MESSAGES", "SAVE_TURN", "DELETE_MESSAGES", "DELETE_THREAD"):
             plain, logged = getattr(q, name)
             self._sql[name] = self._text(plain)
             self._sql[name + "_LOGGED"] = self._text(logged)
@@ -210,23 +219,34 @@ class PostgresStorage:
         if tx is not None:
             return tx.conn.execute(query, params).fetchall()
         for attempt in range(4):
+            conn = self._pool.getconn()
             try:
-                with self._pool.connection() as conn:
-                    return conn.execute(query, params).fetchall()
+                cursor = self._cursors.get(conn)
+                if cursor is None or cursor.closed:
+                    cursor = self._cursors[conn] = conn.cursor()
+                return cursor.execute(query, params).fetchall()
             except _RETRIED:
                 if attempt == 3:
                     raise
+            finally:
+                self._pool.putconn(conn)
         raise AssertionError("unreachable")
 
     def _write(self, name: str, params: Mapping[str, Any], kind: str,
                refs: Callable[[list[tuple[Any, ...]]], Iterable[str]]) -> list[tuple[Any, ...]]:
         """Run a write: alone with its feed entry, or in the open transaction, which writes the
         entries of all its writes before it commits."""
+        self._writes += 1
         tx = self._open()
         if tx is None:
-            return self._fetch(self._sql[name + "_LOGGED"], params)
+            rows = self._fetch(self._sql[name + "_LOGGED"], params)
+            if self._writes % _PRUNE_EVERY == 0:
+                self.prune_changes()
+            return rows
         rows = tx.conn.execute(self._sql[name], params).fetchall()
         tx.log(kind, refs(rows))
+        if self._writes % _PRUNE_EVERY == 0:
+            tx.callbacks.append(self.prune_changes)
         return rows
 
     # ----------------------------------------------------------------------------- threads
@@ -358,23 +378,25 @@ class PostgresStorage:
         if not messages:
             return []
         latest = list({m.id: m for m in messages}.values())
-        params = {
-            "ids": [m.id for m in latest],
-            "threads": [m.thread_id for m in latest],
-            "resources": [m.resource_id for m in latest],
-            "roles": [m.role for m in latest],
-            "types": [m.type for m in latest],
-            "contents": [_json(m.content.to_dict()) for m in latest],
-            "metadatas": [_json(m.metadata) for m in latest],
-            "filters": [filter_form(m.metadata) for m in latest],
-            "times": [to_micros(m.created_at) for m in latest],
-            "now": _now(),
-            "touched": sorted({m.thread_id for m in latest}),
-        }
+        params = _message_params(latest)
         rows = self._write("SAVE_MESSAGES", params, "u", lambda rows: [r[0] for r in rows])
-        kept = {r[0]: r[1] for r in rows}
-        return [m if kept[m.id] == params["times"][i] else replace(m, created_at=from_micros(kept[m.id]))
-                for i, m in enumerate(latest)]
+        return _as_stored(latest, params["times"], {r[0]: r[1] for r in rows})
+
+    def save_turn(self, messages: Sequence[Message]) -> tuple[list[Message], dict[str, Thread]]:
+        """Save messages with their threads in one statement (``Storage.save_turn``): missing
+        threads created, every thread's ``updated_at`` set, the change-feed entry written."""
+        if not messages:
+            return [], {}
+        latest = list({m.id: m for m in messages}.values())
+        params = _message_params(latest)
+        rows = self._write("SAVE_TURN", params, "u", lambda rows: [r[1] for r in rows if r[0] == "m"])
+        missing = {r[1] for r in rows if r[0] == "x"}
+        if missing:
+            raise missing_thread(next(m.thread_id for m in latest if m.thread_id in missing))
+        threads = {r[1]: _thread(r[1:7]) for r in rows if r[0] == "t"}
+        stored = _as_stored(owned(latest, threads), params["times"],
+                            {r[1]: r[7] for r in rows if r[0] == "m"})
+        return stored, threads
 
     def delete_messages(self, ids: Iterable[str]) -> list[str]:
         """Delete messages by id; unknown ids are ignored. Returns the ids that existed."""
@@ -444,12 +466,20 @@ class PostgresStorage:
         even when called inside a transaction."""
         with self._pool.connection() as conn:
             rows = conn.execute(self._sql["CHANGES_SINCE"], {"position": position}).fetchall()
-        head = next(r[9] for r in rows if r[0] == "h")
-        if position > head:  # the feed was recreated behind this reader
+        head, horizon = next((r[9], r[8]) for r in rows if r[0] == "h")
+        if position > head or position < horizon:  # recreated, or pruned past this reader
             return Changes(head, reset=True)
         upserted = sorted((_row(r[1:]) for r in rows if r[0] == "u"), key=lambda r: r[4])
         return Changes(head, upserted, [r[1] for r in rows if r[0] == "d"],
                        [r[1] for r in rows if r[0] == "t"])
+
+    def prune_changes(self, keep: int | None = None) -> None:
+        """Drop the change-feed entries more than ``keep`` (default ``keep_changes``) positions
+        behind its head. A reader left behind them rebuilds from a scan instead of missing a
+        change. Every thousandth write of this object calls it."""
+        keep = self.keep_changes if keep is None else _count("keep", keep)
+        with self._pool.connection() as conn:
+            conn.execute(self._sql["PRUNE_CHANGES"], {"keep": keep})
 
     def scan_messages(self, batch: int = 50_000) -> Iterator[list[MessageRow]]:
         """Every stored message, in batches, in insertion order (one snapshot)."""
@@ -491,6 +521,29 @@ def _json(value: Any) -> str:
         except UnicodeEncodeError:
             text = _ASCII.encode(value)
     return text
+
+
+def _message_params(messages: Sequence[Message]) -> dict[str, Any]:
+    """The parameters of a message upsert, one array per column."""
+    return {
+        "ids": [m.id for m in messages],
+        "threads": [m.thread_id for m in messages],
+        "resources": [m.resource_id for m in messages],
+        "roles": [m.role for m in messages],
+        "types": [m.type for m in messages],
+        "contents": [_json(m.content.to_dict()) for m in messages],
+        "metadatas": [_json(m.metadata) for m in messages],
+        "filters": [filter_form(m.metadata) for m in messages],
+        "times": [to_micros(m.created_at) for m in messages],
+        "now": _now(),
+        "touched": sorted({m.thread_id for m in messages}),
+    }
+
+
+def _as_stored(messages: Sequence[Message], times: Sequence[int], kept: Mapping[str, int]) -> list[Message]:
+    """The messages with the ``created_at`` kept by those they replaced."""
+    return [m if kept[m.id] == times[i] else replace(m, created_at=from_micros(kept[m.id]))
+            for i, m in enumerate(messages)]
 
 
 def _row(r: Sequence[Any]) -> MessageRow:
