@@ -10,7 +10,9 @@
 pub mod graph;
 pub mod persist;
 pub mod plan;
+pub mod postings;
 pub mod records;
+pub mod search;
 
 use std::collections::HashMap;
 
@@ -18,7 +20,7 @@ use crate::distance::Metric;
 use crate::error::{CoreError, Result};
 use crate::filter::{Filter, Input, Record};
 use graph::{Graph, LinkPlan, Linked, Near, Params};
-use plan::Postings;
+use postings::Postings;
 use records::RecordTable;
 
 /// Compaction starts when tombstones exceed this fraction of all slots...
@@ -178,7 +180,7 @@ impl VectorIndex {
         let mut order: Vec<usize> = (0..ids.len())
             .filter(|&i| last[ids[i].as_str()] == i)
             .collect();
-        let keys: Vec<_> = records.iter().map(plan::locality_key).collect();
+        let keys: Vec<_> = records.iter().map(postings::locality_key).collect();
         order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
         self.graph.reserve(order.len());
         self.ids.reserve(order.len());
@@ -236,7 +238,7 @@ impl VectorIndex {
 
     /// The ids of every vector whose metadata passes `filter`.
     pub fn ids_where(&self, filter: &Filter) -> Vec<String> {
-        plan::allowed_slots(self, Some(filter))
+        search::allowed_slots(self, Some(filter))
             .into_iter()
             .map(|s| self.ids[s as usize].to_string())
             .collect()
@@ -274,7 +276,7 @@ impl VectorIndex {
         }
         let mut q = query.to_vec();
         self.metric().prepare(&mut q);
-        Ok(self.hits(plan::search(self, &q, k, filter, ef)))
+        Ok(self.hits(search::search(self, &q, k, filter, ef)))
     }
 
     /// The exact answer (a scan of every allowed vector): the oracle the graph is tested against.
@@ -287,7 +289,12 @@ impl VectorIndex {
         self.check_dim(query.len())?;
         let mut q = query.to_vec();
         self.metric().prepare(&mut q);
-        Ok(self.hits(plan::exact(self, &q, k, plan::allowed_slots(self, filter))))
+        Ok(self.hits(search::exact(
+            self,
+            &q,
+            k,
+            search::allowed_slots(self, filter),
+        )))
     }
 
     fn hits(&self, found: Vec<Near>) -> Vec<Hit> {
