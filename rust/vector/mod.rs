@@ -86,7 +86,7 @@ impl VectorIndex {
         for slot in 0..index.ids.len() as u32 {
             if !index.graph.is_deleted(slot) {
                 index.slot_of.insert(index.ids[slot as usize].clone(), slot);
-                index.postings.add(slot, &index.records.get(slot));
+                index.postings.add(slot, index.records.get(slot).iter());
             }
         }
         index
@@ -189,7 +189,8 @@ impl VectorIndex {
             let id: Box<str> = ids[i].as_str().into();
             self.remove_one(&id);
             let slot = self.graph.push(&vectors[i * dim..(i + 1) * dim]);
-            self.postings.add(slot, &records[i]);
+            self.postings
+                .add(slot, records[i].iter().map(|(k, v)| (k, v.scalar())));
             self.slot_of.insert(id.clone(), slot);
             self.ids.push(id);
             self.records.push_record(&records[i]);
@@ -225,7 +226,7 @@ impl VectorIndex {
         self.graph.mark_deleted(slot);
         let graph = &self.graph;
         self.postings
-            .remove(&self.records.get(slot), |s| graph.is_deleted(s));
+            .remove(self.records.get(slot).iter(), |s| graph.is_deleted(s));
         true
     }
 
@@ -437,7 +438,7 @@ mod tests {
         assert_eq!(idx.pending_len(), 10000);
         let f = thread_filter("t1");
         assert!(matches!(
-            plan::plan(&idx, 10, f.as_ref(), None),
+            search::plan_for(&idx, 10, f.as_ref(), None).0,
             plan::Plan::Graph { .. }
         ));
         for q in data.iter().step_by(149).take(20) {

@@ -1,12 +1,8 @@
-//! Per query: exact scan of the allowed vectors, or a filtered graph search.
-
-use crate::filter::Filter;
-use crate::vector::VectorIndex;
+//! Per query: exact scan of the allowed vectors, or a filtered graph search — a pure function
+//! of counts, with named thresholds.
 
 /// At or under this many allowed vectors, an exact scan beats the graph (and is exact).
 pub const EXACT_MAX: usize = 4096;
-/// Slots read to estimate how many vectors an arbitrary filter allows.
-pub const SAMPLE_SIZE: usize = 1024;
 /// Search breadth without a filter, when the caller gives none.
 pub const EF_DEFAULT: usize = 40;
 /// Search breadth with a filter allowing `WIDE_SELECTIVITY` or more of the vectors, when the
@@ -22,6 +18,17 @@ pub const EF_MAX: usize = 2048;
 /// walks a slot list in order with prefetching, the graph jumps around memory.
 pub const SCAN_ADVANTAGE: f64 = 2.0;
 
+/// What the planner reads: counts, worked out by the search beside the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Live vectors in the index.
+    pub live: usize,
+    /// What the filter allows, counted from the slot lists or estimated; `None` without a filter.
+    pub allowed: Option<usize>,
+    /// Whether the slot lists bound what the filter allows (so an exact scan reads only them).
+    pub posted: bool,
+}
+
 /// What the planner chose for one query (exposed for tests and benches).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Plan {
@@ -34,9 +41,9 @@ pub enum Plan {
 }
 
 /// Decides how to answer one query, read top to bottom.
-pub fn plan(index: &VectorIndex, k: usize, filter: Option<&Filter>, ef: Option<usize>) -> Plan {
-    let live = index.len();
-    let Some(filter) = filter else {
+pub fn plan(counts: Counts, k: usize, ef: Option<usize>) -> Plan {
+    let live = counts.live;
+    let Some(allowed) = counts.allowed else {
         // No filter: small indexes are scanned, large ones searched.
         return if live <= EXACT_MAX {
             Plan::ExactAll
@@ -46,32 +53,25 @@ pub fn plan(index: &VectorIndex, k: usize, filter: Option<&Filter>, ef: Option<u
             }
         };
     };
-    // A pinned thread or resource: its slot lists bound exactly what can pass.
-    if let Some(lists) = index.postings.candidates(filter) {
-        let allowed: usize = lists.iter().map(|l| l.len()).sum();
-        let ef = filtered_ef(ef, k, allowed, live);
+    let ef = filtered_ef(ef, k, allowed, live);
+    // Slot lists bound what can pass: scan them while that reads less than the graph would.
+    if counts.posted {
         if scan_beats_graph(allowed, live, ef) {
             return Plan::ExactPosted;
         }
         return Plan::Graph { ef };
     }
-    if live <= EXACT_MAX {
+    // Any other filter: every record is read by a scan.
+    if live <= EXACT_MAX || allowed <= EXACT_MAX {
         return Plan::ExactAll;
     }
-    // Any other filter: estimate from an even sample of slots.
-    let allowed = estimate(index, filter);
-    if allowed <= EXACT_MAX {
-        return Plan::ExactAll;
-    }
-    Plan::Graph {
-        ef: filtered_ef(ef, k, allowed, live),
-    }
+    Plan::Graph { ef }
 }
 
 /// Whether scanning the `allowed` vectors costs less than a graph search of breadth `ef`,
 /// which reads about `ef / selectivity` vectors to collect `ef` allowed ones. So a resource
 /// of 10,000 vectors is scanned in an index of a million (1 %) but searched in one of 100,000.
-fn scan_beats_graph(allowed: usize, live: usize, ef: usize) -> bool {
+pub(crate) fn scan_beats_graph(allowed: usize, live: usize, ef: usize) -> bool {
     let graph_reads = ef as f64 * live as f64 / allowed.max(1) as f64;
     allowed <= EXACT_MAX || allowed as f64 <= SCAN_ADVANTAGE * graph_reads
 }
@@ -83,24 +83,6 @@ pub(crate) fn filtered_ef(ef: Option<usize>, k: usize, allowed: usize, live: usi
     let growth = (WIDE_SELECTIVITY / selectivity).max(1.0).sqrt();
     let base = ef.unwrap_or(EF_FILTERED).max(k);
     ((base as f64 * growth) as usize).clamp(base, EF_MAX.max(base))
-}
-
-/// How many live vectors `filter` allows, estimated from an evenly spaced sample.
-fn estimate(index: &VectorIndex, filter: &Filter) -> usize {
-    let slots = index.graph.slots();
-    let step = (slots / SAMPLE_SIZE).max(1);
-    let (mut seen, mut passed) = (0usize, 0usize);
-    for slot in (0..slots).step_by(step) {
-        if index.graph.is_deleted(slot as u32) {
-            continue;
-        }
-        seen += 1;
-        passed += filter.matches(&index.records.get(slot as u32)) as usize;
-    }
-    if seen == 0 {
-        return 0;
-    }
-    passed * index.len() / seen
 }
 
 #[cfg(test)]

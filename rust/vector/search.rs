@@ -1,10 +1,15 @@
 //! Search execution: the exact scan of the allowed vectors and the gated graph walk, as the
-//! planner chose.
+//! planner chose from the counts worked out here (slot lists, or a sample of records for a
+//! filter they cannot bound).
 
 use crate::filter::Filter;
 use crate::vector::graph::{Near, Query};
-use crate::vector::plan::{plan, Plan};
+use crate::vector::plan::{plan, Counts, Plan};
+use crate::vector::postings::Candidates;
 use crate::vector::VectorIndex;
+
+/// Records read to estimate how many vectors a filter the slot lists cannot bound allows.
+pub const SAMPLE_SIZE: usize = 1024;
 
 /// The `k` closest vectors passing `filter` (query already prepared), closest first.
 pub fn search(
@@ -15,6 +20,28 @@ pub fn search(
     ef: Option<usize>,
 ) -> Vec<Near> {
     search_traced(index, query, k, filter, ef).0
+}
+
+/// The plan for one query, with the candidate slots the slot lists give (if any).
+pub fn plan_for(
+    index: &VectorIndex,
+    k: usize,
+    filter: Option<&Filter>,
+    ef: Option<usize>,
+) -> (Plan, Option<Candidates>) {
+    let candidates = filter.and_then(|f| index.postings.candidates(f));
+    let allowed = filter.map(|f| match &candidates {
+        Some(c) if c.exact => c.slots.len(),
+        // A bound: the records inside it are sampled.
+        Some(c) => estimate(index, f, &c.slots),
+        None => estimate_all(index, f),
+    });
+    let counts = Counts {
+        live: index.len(),
+        allowed,
+        posted: candidates.is_some(),
+    };
+    (plan(counts, k, ef), candidates)
 }
 
 /// [`search`], also saying whether a graph search fell back to the exact scan.
@@ -28,24 +55,20 @@ fn search_traced(
     if k == 0 || index.is_empty() {
         return (Vec::new(), false);
     }
-    match plan(index, k, filter, ef) {
-        Plan::ExactPosted | Plan::ExactAll => {
-            (exact(index, query, k, allowed_slots(index, filter)), false)
-        }
+    let (chosen, candidates) = plan_for(index, k, filter, ef);
+    match chosen {
+        Plan::ExactPosted | Plan::ExactAll => (
+            exact(index, query, k, allowed_from(index, filter, candidates)),
+            false,
+        ),
         Plan::Graph { ef } => {
-            let gate = Gate::new(index, filter);
-            let allows = |s: u32| gate.allows(index, s);
-            let mut found = index.graph.search(query, k, ef, allows);
-            // Slots not yet linked are out of the graph's reach: scan them exactly.
-            let unlinked: Vec<u32> = index.graph.pending().filter(|&s| allows(s)).collect();
-            if !unlinked.is_empty() {
-                found.extend(exact(index, query, k, unlinked));
-                found.sort_unstable();
-                found.truncate(k);
-            }
+            let found = graph_search(index, query, k, ef, filter, candidates.as_ref());
             // The graph may come back short when few vectors pass; the exact scan cannot.
             if found.len() < k && found.len() < index.len() {
-                (exact(index, query, k, allowed_slots(index, filter)), true)
+                (
+                    exact(index, query, k, allowed_from(index, filter, candidates)),
+                    true,
+                )
             } else {
                 (found, false)
             }
@@ -53,8 +76,65 @@ fn search_traced(
     }
 }
 
-/// What a graph search may collect (deleted slots aside). A pinned thread or resource becomes
-/// a bitmap: one bit test per visited slot.
+/// The gated graph walk, plus an exact scan of the allowed slots not yet linked.
+pub fn graph_search(
+    index: &VectorIndex,
+    query: &[f32],
+    k: usize,
+    ef: usize,
+    filter: Option<&Filter>,
+    candidates: Option<&Candidates>,
+) -> Vec<Near> {
+    let gate = Gate::new(index, filter, candidates);
+    let allows = |s: u32| gate.allows(index, s);
+    let mut found = index.graph.search(query, k, ef, allows);
+    // Slots not yet linked are out of the graph's reach: scan them exactly.
+    let unlinked: Vec<u32> = index.graph.pending().filter(|&s| allows(s)).collect();
+    if !unlinked.is_empty() {
+        found.extend(exact(index, query, k, unlinked));
+        found.sort_unstable();
+        found.truncate(k);
+    }
+    found
+}
+
+/// How many live vectors `filter` allows among `slots`, estimated from an even sample of them.
+fn estimate(index: &VectorIndex, filter: &Filter, slots: &[u32]) -> usize {
+    let step = (slots.len() / SAMPLE_SIZE).max(1);
+    let (mut seen, mut passed) = (0usize, 0usize);
+    for &slot in slots.iter().step_by(step) {
+        if index.graph.is_deleted(slot) {
+            continue;
+        }
+        seen += 1;
+        passed += filter.matches(&index.records.get(slot)) as usize;
+    }
+    if seen == 0 {
+        return 0;
+    }
+    passed * slots.len() / seen
+}
+
+/// How many live vectors `filter` allows, estimated from an evenly spaced sample of all slots.
+fn estimate_all(index: &VectorIndex, filter: &Filter) -> usize {
+    let slots = index.graph.slots();
+    let step = (slots / SAMPLE_SIZE).max(1);
+    let (mut seen, mut passed) = (0usize, 0usize);
+    for slot in (0..slots).step_by(step) {
+        if index.graph.is_deleted(slot as u32) {
+            continue;
+        }
+        seen += 1;
+        passed += filter.matches(&index.records.get(slot as u32)) as usize;
+    }
+    if seen == 0 {
+        return 0;
+    }
+    passed * index.len() / seen
+}
+
+/// What a graph search may collect (deleted slots aside). Slots the lists give become a
+/// bitmap: one bit test per visited slot.
 enum Gate<'f> {
     All,
     Bits(SlotBits),
@@ -63,14 +143,18 @@ enum Gate<'f> {
 }
 
 impl<'f> Gate<'f> {
-    fn new(index: &VectorIndex, filter: Option<&'f Filter>) -> Gate<'f> {
+    fn new(
+        index: &VectorIndex,
+        filter: Option<&'f Filter>,
+        candidates: Option<&Candidates>,
+    ) -> Gate<'f> {
         let Some(f) = filter else {
             return Gate::All;
         };
-        match index.postings.candidates_for(f) {
-            Some((lists, whole)) => {
-                let bits = SlotBits::from_lists(&lists, index.graph.slots());
-                if whole {
+        match candidates {
+            Some(c) => {
+                let bits = SlotBits::from_slots(&c.slots, index.graph.slots());
+                if c.exact {
                     Gate::Bits(bits)
                 } else {
                     Gate::BitsAnd(bits, f)
@@ -92,25 +176,36 @@ impl<'f> Gate<'f> {
     }
 }
 
-/// Every live slot `filter` allows, read from the posted lists when it pins a thread or resource.
+/// Every live slot `filter` allows, ascending, read from the slot lists where they bound it.
 pub fn allowed_slots(index: &VectorIndex, filter: Option<&Filter>) -> Vec<u32> {
+    let candidates = filter.and_then(|f| index.postings.candidates(f));
+    allowed_from(index, filter, candidates)
+}
+
+fn allowed_from(
+    index: &VectorIndex,
+    filter: Option<&Filter>,
+    candidates: Option<Candidates>,
+) -> Vec<u32> {
     let g = &index.graph;
     let passes =
         |s: u32| !g.is_deleted(s) && filter.is_none_or(|f| f.matches(&index.records.get(s)));
-    match filter.and_then(|f| index.postings.candidates_for(f)) {
+    match candidates {
         // The lists are exactly what the filter allows: no record need be read.
-        Some((lists, true)) => lists
-            .into_iter()
-            .flatten()
-            .copied()
-            .filter(|&s| !g.is_deleted(s))
-            .collect(),
-        Some((lists, false)) => lists
-            .into_iter()
-            .flatten()
-            .copied()
-            .filter(|&s| passes(s))
-            .collect(),
+        Some(Candidates {
+            mut slots,
+            exact: true,
+        }) => {
+            slots.retain(|&s| !g.is_deleted(s));
+            slots
+        }
+        Some(Candidates {
+            mut slots,
+            exact: false,
+        }) => {
+            slots.retain(|&s| passes(s));
+            slots
+        }
         None => (0..g.slots() as u32).filter(|&s| passes(s)).collect(),
     }
 }
@@ -142,9 +237,9 @@ const PREFETCH_AHEAD: usize = 6;
 struct SlotBits(Vec<u64>);
 
 impl SlotBits {
-    fn from_lists(lists: &[&[u32]], slots: usize) -> SlotBits {
-        let mut words = vec![0u64; slots.div_ceil(64)];
-        for &s in lists.iter().flat_map(|l| l.iter()) {
+    fn from_slots(slots: &[u32], len: usize) -> SlotBits {
+        let mut words = vec![0u64; len.div_ceil(64)];
+        for &s in slots {
             words[s as usize / 64] |= 1 << (s % 64);
         }
         SlotBits(words)
@@ -161,7 +256,7 @@ mod tests {
     use super::*;
     use crate::distance::Metric;
     use crate::filter::Input;
-    use crate::filter::{Fields, Scalar};
+    use crate::filter::{Fields, Record, Scalar};
     use crate::vector::graph::tests::clustered;
     use crate::vector::plan::{filtered_ef, EF_DEFAULT, EF_FILTERED};
 
@@ -182,7 +277,8 @@ mod tests {
         Filter::vector(&input).unwrap().unwrap()
     }
 
-    /// `n` vectors; thread t0 holds every 500th, resource r{i%4}, `bucket` = i % 100.
+    /// `n` vectors; thread t0 holds every 500th, resource r{i%4}, `bucket` = i % 100 (posted),
+    /// `n` = i (too many values to be posted).
     fn index(n: usize) -> (VectorIndex, Vec<Vec<f32>>) {
         // seed 21 for data, graph seed 3
         let data = clustered(21, n, 24, 40);
@@ -200,6 +296,7 @@ mod tests {
                     ("thread_id", s(&thread)),
                     ("resource_id", s(&format!("r{}", i % 4))),
                     ("bucket", Input::Int((i % 100) as i64)),
+                    ("n", Input::Int(i as i64)),
                 ])
             })
             .collect();
@@ -258,7 +355,7 @@ mod tests {
     fn small_thread_takes_the_exact_posted_path() {
         let (idx, _) = index(6000);
         let f = filter(map(vec![("thread_id", s("t0"))]));
-        assert_eq!(plan(&idx, 10, Some(&f), None), Plan::ExactPosted);
+        assert_eq!(plan_for(&idx, 10, Some(&f), None).0, Plan::ExactPosted);
         let f = filter(map(vec![(
             "$and",
             Input::List(vec![
@@ -266,7 +363,7 @@ mod tests {
                 map(vec![("thread_id", s("t0"))]),
             ]),
         )]));
-        assert_eq!(plan(&idx, 10, Some(&f), None), Plan::ExactPosted);
+        assert_eq!(plan_for(&idx, 10, Some(&f), None).0, Plan::ExactPosted);
     }
 
     #[test]
@@ -274,7 +371,7 @@ mod tests {
         let (idx, _) = index(20000);
         let f = filter(map(vec![("resource_id", s("r1"))]));
         assert_eq!(
-            plan(&idx, 10, Some(&f), None),
+            plan_for(&idx, 10, Some(&f), None).0,
             Plan::Graph { ef: EF_FILTERED }
         );
         let both = filter(map(vec![(
@@ -282,30 +379,59 @@ mod tests {
             map(vec![("$in", Input::List(vec![s("r1"), s("r2")]))]),
         )]));
         assert_eq!(
-            plan(&idx, 10, Some(&both), Some(30)),
+            plan_for(&idx, 10, Some(&both), Some(30)).0,
             Plan::Graph { ef: 30 }
         );
         assert_eq!(filtered_ef(None, 10, 500, 20000), 2 * EF_FILTERED); // 2.5 %: twice the breadth
         assert_eq!(filtered_ef(None, 50, 500, 20000), 100);
-        assert_eq!(plan(&idx, 10, None, None), Plan::Graph { ef: EF_DEFAULT });
+        assert_eq!(
+            plan_for(&idx, 10, None, None).0,
+            Plan::Graph { ef: EF_DEFAULT }
+        );
     }
 
     #[test]
     fn rare_unposted_filter_takes_the_exact_scan() {
         let (idx, _) = index(6000);
-        let f = filter(map(vec![("bucket", map(vec![("$lt", Input::Int(2))]))]));
-        assert_eq!(plan(&idx, 10, Some(&f), None), Plan::ExactAll);
-        let common = filter(map(vec![("bucket", map(vec![("$lt", Input::Int(90))]))]));
+        assert!(!idx.postings.is_posted("n"));
+        let f = filter(map(vec![("n", map(vec![("$lt", Input::Int(120))]))]));
+        assert_eq!(plan_for(&idx, 10, Some(&f), None).0, Plan::ExactAll);
+        let common = filter(map(vec![("n", map(vec![("$lt", Input::Int(5400))]))]));
         assert!(matches!(
-            plan(&idx, 10, Some(&common), None),
+            plan_for(&idx, 10, Some(&common), None).0,
             Plan::Graph { .. }
         ));
     }
 
     #[test]
+    fn a_rare_value_of_any_low_cardinality_key_is_scanned_from_its_lists() {
+        let (idx, _) = index(20000);
+        assert!(idx.postings.is_posted("bucket"));
+        let f = filter(map(vec![("bucket", Input::Int(7))]));
+        let (chosen, candidates) = plan_for(&idx, 10, Some(&f), None);
+        assert_eq!(chosen, Plan::ExactPosted);
+        let c = candidates.unwrap();
+        assert!(c.exact);
+        assert_eq!(c.slots.len(), 200);
+        let range = filter(map(vec![(
+            "bucket",
+            map(vec![("$gte", Input::Float(97.5))]),
+        )]));
+        let c = plan_for(&idx, 10, Some(&range), None).1.unwrap();
+        assert_eq!(c.slots.len(), 400);
+        let mixed = filter(map(vec![
+            ("bucket", map(vec![("$lt", Input::Int(3))])),
+            ("n", map(vec![("$lt", Input::Int(10000))])),
+        ]));
+        let (chosen, c) = plan_for(&idx, 10, Some(&mixed), None);
+        assert_eq!(chosen, Plan::ExactPosted);
+        assert!(!c.unwrap().exact);
+    }
+
+    #[test]
     fn small_index_is_scanned() {
         let (idx, _) = index(1000);
-        assert_eq!(plan(&idx, 10, None, None), Plan::ExactAll);
+        assert_eq!(plan_for(&idx, 10, None, None).0, Plan::ExactAll);
     }
 
     #[test]
@@ -313,9 +439,9 @@ mod tests {
         // Half the vectors pass, far too many for the exact scan, so the graph is chosen; but
         // k asks for more than pass, the graph comes back short, and the exact scan answers.
         let (idx, data) = index(12000);
-        let f = filter(map(vec![("bucket", map(vec![("$lt", Input::Int(50))]))]));
+        let f = filter(map(vec![("n", map(vec![("$lt", Input::Int(6000))]))]));
         assert!(matches!(
-            plan(&idx, 7000, Some(&f), None),
+            plan_for(&idx, 7000, Some(&f), None).0,
             Plan::Graph { .. }
         ));
         let mut q = data[0].clone();
@@ -334,7 +460,10 @@ mod tests {
         // 0.94 against 0.99 at ef 32), hence the lower bar than the unfiltered test's 0.95.
         let (idx, data) = index(20000);
         let f = filter(map(vec![("resource_id", s("r1"))]));
-        assert!(matches!(plan(&idx, 10, Some(&f), None), Plan::Graph { .. }));
+        assert!(matches!(
+            plan_for(&idx, 10, Some(&f), None).0,
+            Plan::Graph { .. }
+        ));
 
         let mut hits = 0;
         for q in data.iter().step_by(97).take(100) {
@@ -375,6 +504,111 @@ mod tests {
                 let got = search(&idx, &q, 10, Some(&f), None);
                 let want = exact(&idx, &q, 10, allowed_slots(&idx, Some(&f)));
                 assert_eq!(ids(&got, &idx), ids(&want, &idx));
+            }
+        }
+    }
+
+    // ---- property test: slot lists and both search paths against evaluating every record ----
+
+    use proptest::prelude::*;
+
+    fn arb_leaf() -> impl Strategy<Value = Input> {
+        let value = prop_oneof![
+            (0i64..12).prop_map(Input::Int),
+            (0i64..12).prop_map(|x| Input::Float(x as f64 * 0.5)),
+            (0u8..6).prop_map(|x| Input::Str(format!("s{x}"))),
+            any::<bool>().prop_map(Input::Bool),
+        ];
+        let key = prop_oneof![Just("i"), Just("f"), Just("s"), Just("b")];
+        let op = prop_oneof![
+            Just("$eq"),
+            Just("$ne"),
+            Just("$gt"),
+            Just("$gte"),
+            Just("$lt"),
+            Just("$lte"),
+            Just("$in"),
+            Just("$nin"),
+        ];
+        (key, op, value.clone(), value).prop_map(|(key, op, a, b)| {
+            let operand = match op {
+                "$in" | "$nin" => Input::List(vec![a, b]),
+                "$gt" | "$gte" | "$lt" | "$lte" if matches!(a, Input::Bool(_)) => Input::Int(3),
+                _ => a,
+            };
+            map(vec![(key, map(vec![(op, operand)]))])
+        })
+    }
+
+    fn arb_filter() -> impl Strategy<Value = Input> {
+        arb_leaf().prop_recursive(3, 12, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 1..4)
+                    .prop_map(|fs| map(vec![("$and", Input::List(fs))])),
+                prop::collection::vec(inner.clone(), 1..4)
+                    .prop_map(|fs| map(vec![("$or", Input::List(fs))])),
+                inner.prop_map(|f| map(vec![("$not", f)])),
+            ]
+        })
+    }
+
+    /// Record `i`'s metadata in round `round`: int, float, string and bool keys, some missing.
+    fn meta(i: usize, round: usize) -> Input {
+        let x = i * 7 + round * 3;
+        let mut entries = vec![("i", Input::Int((x % 12) as i64))];
+        if !x.is_multiple_of(5) {
+            entries.push(("f", Input::Float((x % 9) as f64 * 0.5)));
+        }
+        if x % 4 != 1 {
+            entries.push(("s", s(&format!("s{}", x % 6))));
+        }
+        entries.push(("b", Input::Bool(x.is_multiple_of(3))));
+        map(entries)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        #[test]
+        fn filtered_search_equals_evaluating_every_record(filters in prop::collection::vec(arb_filter(), 4)) {
+            // seed 31 for data; 400 vectors, then 100 rewritten with new metadata and 60 removed
+            let n = 400;
+            let data = clustered(31, n, 8, 6);
+            let mut idx = VectorIndex::new(8, Metric::Cosine, 8, 40, 2).unwrap();
+            let flat: Vec<f32> = data.iter().flatten().copied().collect();
+            let names: Vec<String> = (0..n).map(|i| format!("v{i}")).collect();
+            idx.add(names.clone(), &flat, (0..n).map(|i| meta(i, 0)).collect()).unwrap();
+            idx.link_pending(usize::MAX);
+            let rewritten: Vec<usize> = (0..n).step_by(4).collect();
+            idx.add(
+                rewritten.iter().map(|&i| names[i].clone()).collect(),
+                &rewritten.iter().flat_map(|&i| data[i].clone()).collect::<Vec<f32>>(),
+                rewritten.iter().map(|&i| meta(i, 1)).collect(),
+            ).unwrap();
+            let removed: Vec<String> = (0..n).step_by(7).map(|i| names[i].clone()).collect();
+            idx.remove(&removed);
+            let current = |i: usize| {
+                Record::from_input(meta(i, if i.is_multiple_of(4) { 1 } else { 0 }))
+            };
+            for input in filters {
+                let f = filter(input);
+                let mut want: Vec<String> = (0..n)
+                    .filter(|&i| i % 7 != 0 && f.matches(&current(i)))
+                    .map(|i| names[i].clone())
+                    .collect();
+                want.sort();
+                let mut got = idx.ids_where(&f);
+                got.sort();
+                prop_assert_eq!(&got, &want, "{:?}", f);
+                let mut q = data[5].clone();
+                Metric::Cosine.prepare(&mut q);
+                let truth = exact(&idx, &q, 10, allowed_slots(&idx, Some(&f)));
+                prop_assert_eq!(ids(&search(&idx, &q, 10, Some(&f), None), &idx), ids(&truth, &idx));
+                let (_, candidates) = plan_for(&idx, 10, Some(&f), None);
+                let walked = graph_search(&idx, &q, 10, 64, Some(&f), candidates.as_ref());
+                prop_assert!(walked.len() <= truth.len());
+                for id in ids(&walked, &idx) {
+                    prop_assert!(want.contains(&id), "{} does not pass {:?}", id, f);
+                }
             }
         }
     }
