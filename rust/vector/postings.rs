@@ -298,10 +298,35 @@ fn merge(lists: Vec<&[u32]>) -> Vec<u32> {
     if lists.len() == 1 {
         return lists[0].to_vec();
     }
-    let mut out: Vec<u32> = lists.concat();
-    out.sort_unstable();
+    let total: usize = lists.iter().map(|l| l.len()).sum();
+    if lists.len() <= MERGE_BY_SORT {
+        let mut out: Vec<u32> = lists.concat();
+        out.sort_unstable();
+        return out;
+    }
+    // Many lists (a range): mark a bitmap, then read it in order.
+    let top = lists
+        .iter()
+        .filter_map(|l| l.last())
+        .max()
+        .map_or(0, |&s| s as usize + 1);
+    let mut words = vec![0u64; top.div_ceil(64)];
+    for &s in lists.iter().flat_map(|l| l.iter()) {
+        words[s as usize / 64] |= 1 << (s % 64);
+    }
+    let mut out = Vec::with_capacity(total);
+    for (w, &word) in words.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            out.push((w * 64) as u32 + bits.trailing_zeros());
+            bits &= bits - 1;
+        }
+    }
     out
 }
+
+/// Up to this many lists are merged by sorting their concatenation; more through a bitmap.
+const MERGE_BY_SORT: usize = 8;
 
 /// The slots in both ascending lists.
 fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
