@@ -10,7 +10,9 @@
 pub mod graph;
 pub mod persist;
 pub mod plan;
+pub mod postings;
 pub mod records;
+pub mod search;
 
 use std::collections::HashMap;
 
@@ -18,7 +20,7 @@ use crate::distance::Metric;
 use crate::error::{CoreError, Result};
 use crate::filter::{Filter, Input, Record};
 use graph::{Graph, LinkPlan, Linked, Near, Params};
-use plan::Postings;
+use postings::Postings;
 use records::RecordTable;
 
 /// Compaction starts when tombstones exceed this fraction of all slots...
@@ -84,7 +86,7 @@ impl VectorIndex {
         for slot in 0..index.ids.len() as u32 {
             if !index.graph.is_deleted(slot) {
                 index.slot_of.insert(index.ids[slot as usize].clone(), slot);
-                index.postings.add(slot, &index.records.get(slot));
+                index.postings.add(slot, index.records.get(slot).iter());
             }
         }
         index
@@ -178,7 +180,7 @@ impl VectorIndex {
         let mut order: Vec<usize> = (0..ids.len())
             .filter(|&i| last[ids[i].as_str()] == i)
             .collect();
-        let keys: Vec<_> = records.iter().map(plan::locality_key).collect();
+        let keys: Vec<_> = records.iter().map(postings::locality_key).collect();
         order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
         self.graph.reserve(order.len());
         self.ids.reserve(order.len());
@@ -187,7 +189,8 @@ impl VectorIndex {
             let id: Box<str> = ids[i].as_str().into();
             self.remove_one(&id);
             let slot = self.graph.push(&vectors[i * dim..(i + 1) * dim]);
-            self.postings.add(slot, &records[i]);
+            self.postings
+                .add(slot, records[i].iter().map(|(k, v)| (k, v.scalar())));
             self.slot_of.insert(id.clone(), slot);
             self.ids.push(id);
             self.records.push_record(&records[i]);
@@ -223,7 +226,7 @@ impl VectorIndex {
         self.graph.mark_deleted(slot);
         let graph = &self.graph;
         self.postings
-            .remove(&self.records.get(slot), |s| graph.is_deleted(s));
+            .remove(self.records.get(slot).iter(), |s| graph.is_deleted(s));
         true
     }
 
@@ -236,7 +239,7 @@ impl VectorIndex {
 
     /// The ids of every vector whose metadata passes `filter`.
     pub fn ids_where(&self, filter: &Filter) -> Vec<String> {
-        plan::allowed_slots(self, Some(filter))
+        search::allowed_slots(self, Some(filter))
             .into_iter()
             .map(|s| self.ids[s as usize].to_string())
             .collect()
@@ -274,7 +277,7 @@ impl VectorIndex {
         }
         let mut q = query.to_vec();
         self.metric().prepare(&mut q);
-        Ok(self.hits(plan::search(self, &q, k, filter, ef)))
+        Ok(self.hits(search::search(self, &q, k, filter, ef)))
     }
 
     /// The exact answer (a scan of every allowed vector): the oracle the graph is tested against.
@@ -287,7 +290,12 @@ impl VectorIndex {
         self.check_dim(query.len())?;
         let mut q = query.to_vec();
         self.metric().prepare(&mut q);
-        Ok(self.hits(plan::exact(self, &q, k, plan::allowed_slots(self, filter))))
+        Ok(self.hits(search::exact(
+            self,
+            &q,
+            k,
+            search::allowed_slots(self, filter),
+        )))
     }
 
     fn hits(&self, found: Vec<Near>) -> Vec<Hit> {
@@ -430,7 +438,7 @@ mod tests {
         assert_eq!(idx.pending_len(), 10000);
         let f = thread_filter("t1");
         assert!(matches!(
-            plan::plan(&idx, 10, f.as_ref(), None),
+            search::plan_for(&idx, 10, f.as_ref(), None).0,
             plan::Plan::Graph { .. }
         ));
         for q in data.iter().step_by(149).take(20) {

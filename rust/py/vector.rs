@@ -1,0 +1,300 @@
+//! The binding of the vector index.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{PoisonError, RwLock};
+
+use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+
+use super::convert::{input_from_py, inputs_from_json, one_metadata_form};
+use crate::distance::Metric;
+use crate::error::CoreError;
+use crate::filter::Filter;
+use crate::vector::graph::Linked;
+use crate::vector::persist;
+use crate::vector::{Hit, VectorIndex};
+
+fn vector_filter(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Filter>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => Ok(Filter::vector(&input_from_py(o)?)?),
+    }
+}
+
+pub(crate) fn count(name: &str, value: i64) -> PyResult<usize> {
+    usize::try_from(value).map_err(|_| {
+        CoreError::InvalidArgument(format!(
+            "{name} must be a non-negative integer, got {value}"
+        ))
+        .into()
+    })
+}
+
+fn contiguous<'a>(arr: &'a PyReadonlyArray2<'_, f32>) -> PyResult<&'a [f32]> {
+    arr.as_slice().map_err(|_| {
+        CoreError::InvalidArgument("vectors must be a C-contiguous float32 array".into()).into()
+    })
+}
+
+fn pairs(hits: Vec<Hit>) -> Vec<(String, f32)> {
+    hits.into_iter().map(|h| (h.id, h.score)).collect()
+}
+
+/// An HNSW vector index with filter pushdown; many readers, one writer.
+#[pyclass(name = "VectorIndex", module = "threadrecall._core", frozen)]
+pub(crate) struct PyVectorIndex {
+    inner: RwLock<VectorIndex>,
+    /// Writers waiting for the lock: linking steps aside for them between vectors.
+    writers: AtomicUsize,
+}
+
+impl PyVectorIndex {
+    fn read<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&VectorIndex) -> T + Send) -> T {
+        py.detach(|| f(&self.inner.read().unwrap_or_else(PoisonError::into_inner)))
+    }
+
+    fn write<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut VectorIndex) -> T + Send) -> T {
+        py.detach(|| {
+            self.writers.fetch_add(1, Ordering::SeqCst);
+            let mut index = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+            self.writers.fetch_sub(1, Ordering::SeqCst);
+            f(&mut index)
+        })
+    }
+}
+
+#[pymethods]
+impl PyVectorIndex {
+    #[new]
+    #[pyo3(signature = (dim, metric="cosine", m=16, ef_construction=200, seed=0))]
+    fn new(dim: i64, metric: &str, m: i64, ef_construction: i64, seed: u64) -> PyResult<Self> {
+        let index = VectorIndex::new(
+            count("dim", dim)?,
+            Metric::parse(metric)?,
+            count("m", m)?,
+            count("ef_construction", ef_construction)?,
+            seed,
+        )?;
+        Ok(PyVectorIndex {
+            inner: RwLock::new(index),
+            writers: AtomicUsize::new(0),
+        })
+    }
+
+    /// Inserts or replaces vectors by id; `vectors` is float32 `(len(ids), dim)`; metadata
+    /// as dicts, or as JSON texts in `metadata_json` (parsed without the GIL). They are
+    /// searchable at once; with `link=False` they wait for `link_pending` to join the graph,
+    /// with `link=True` the graph links them (and any earlier backlog) before returning.
+    #[pyo3(signature = (ids, vectors, metadata=None, *, metadata_json=None, link=false))]
+    fn add(
+        &self,
+        py: Python<'_>,
+        ids: Vec<String>,
+        vectors: PyReadonlyArray2<'_, f32>,
+        metadata: Option<Vec<Bound<'_, PyAny>>>,
+        metadata_json: Option<Vec<String>>,
+        link: bool,
+    ) -> PyResult<()> {
+        let (rows, cols) = (vectors.shape()[0], vectors.shape()[1]);
+        let dim = self.read(py, |ix| ix.dim());
+        if cols != dim && rows > 0 {
+            return Err(CoreError::DimensionMismatch {
+                expected: dim,
+                got: cols,
+            }
+            .into());
+        }
+        if rows != ids.len() {
+            let text = format!("{} ids but {rows} vectors", ids.len());
+            return Err(CoreError::InvalidArgument(text).into());
+        }
+        let flat = contiguous(&vectors)?;
+        let metadata = match (metadata, metadata_json) {
+            (Some(dicts), None) => dicts
+                .iter()
+                .map(input_from_py)
+                .collect::<PyResult<Vec<_>>>()?,
+            (None, Some(texts)) => inputs_from_json(py, &texts)?,
+            _ => return Err(one_metadata_form()),
+        };
+        Ok(self.write(py, |ix| {
+            ix.add(ids, flat, metadata)?;
+            if link {
+                ix.link_pending(usize::MAX);
+            }
+            Ok::<_, CoreError>(())
+        })?)
+    }
+
+    /// Links up to `max_count` (default: all) waiting vectors into the graph, oldest first;
+    /// returns how many were linked. Each is planned under the read lock, beside searches,
+    /// and written under the write lock, held only to copy a few link lists. A writer waiting
+    /// for the index goes first, between two vectors, so linking never delays a write.
+    #[pyo3(signature = (max_count=None))]
+    fn link_pending(&self, py: Python<'_>, max_count: Option<i64>) -> PyResult<usize> {
+        let max_count = max_count
+            .map(|n| count("max_count", n))
+            .transpose()?
+            .unwrap_or(usize::MAX);
+        let lock = &self.inner;
+        Ok(py.detach(|| {
+            let mut linked = 0;
+            while linked < max_count {
+                if self.writers.load(Ordering::SeqCst) > 0 {
+                    std::thread::yield_now(); // until it holds the lock; then reads queue behind it
+                    continue;
+                }
+                let plan = lock
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .plan_link();
+                let Some(plan) = plan else { break };
+                let mut ix = lock.write().unwrap_or_else(PoisonError::into_inner);
+                if ix.apply_link(plan) == Linked::Yes {
+                    linked += 1;
+                }
+            }
+            linked
+        }))
+    }
+
+    /// How many vectors wait to be linked into the graph.
+    #[getter]
+    fn pending(&self, py: Python<'_>) -> usize {
+        self.read(py, |ix| ix.pending_len())
+    }
+
+    /// Deletes vectors by id; returns how many existed.
+    fn remove(&self, py: Python<'_>, ids: Vec<String>) -> usize {
+        self.write(py, |ix| ix.remove(&ids))
+    }
+
+    /// The ids of every vector whose metadata passes `filter`.
+    fn ids_where(&self, py: Python<'_>, filter: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        Ok(match vector_filter(Some(filter))? {
+            Some(filter) => self.read(py, |ix| ix.ids_where(&filter)),
+            None => self.read(py, |ix| ix.ids()),
+        })
+    }
+
+    /// Deletes every vector whose metadata passes `filter`; returns their ids.
+    fn remove_where(&self, py: Python<'_>, filter: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        let Some(filter) = vector_filter(Some(filter))? else {
+            return Err(
+                CoreError::InvalidFilter("remove_where needs a non-empty filter".into()).into(),
+            );
+        };
+        Ok(self.write(py, |ix| ix.remove_where(&filter)))
+    }
+
+    /// The `k` closest `(id, score)` pairs, closest first (score: larger is closer).
+    #[pyo3(signature = (vector, k, filter=None, ef=None))]
+    fn search(
+        &self,
+        py: Python<'_>,
+        vector: PyReadonlyArray1<'_, f32>,
+        k: i64,
+        filter: Option<&Bound<'_, PyAny>>,
+        ef: Option<i64>,
+    ) -> PyResult<Vec<(String, f32)>> {
+        let k = count("k", k)?;
+        let ef = ef.map(|e| count("ef", e)).transpose()?;
+        let filter = vector_filter(filter)?;
+        let q = vector.as_slice().map_err(|_| {
+            CoreError::InvalidArgument("the query must be a contiguous float32 array".into())
+        })?;
+        Ok(pairs(
+            self.read(py, |ix| ix.search(q, k, filter.as_ref(), ef))?,
+        ))
+    }
+
+    /// [`search`] for each row of a float32 `(n, dim)` array, with one filter.
+    #[pyo3(signature = (vectors, k, filter=None, ef=None))]
+    fn search_batch(
+        &self,
+        py: Python<'_>,
+        vectors: PyReadonlyArray2<'_, f32>,
+        k: i64,
+        filter: Option<&Bound<'_, PyAny>>,
+        ef: Option<i64>,
+    ) -> PyResult<Vec<Vec<(String, f32)>>> {
+        let k = count("k", k)?;
+        let ef = ef.map(|e| count("ef", e)).transpose()?;
+        let filter = vector_filter(filter)?;
+        let cols = vectors.shape()[1];
+        let flat = contiguous(&vectors)?;
+        let found = self.read(py, |ix| {
+            if cols != ix.dim() {
+                return Err(CoreError::DimensionMismatch {
+                    expected: ix.dim(),
+                    got: cols,
+                });
+            }
+            flat.chunks_exact(cols.max(1))
+                .map(|q| ix.search(q, k, filter.as_ref(), ef).map(pairs))
+                .collect::<crate::Result<Vec<_>>>()
+        })?;
+        Ok(found)
+    }
+
+    /// The stored vector of `id` (unit length for cosine), or None.
+    fn get_vector<'py>(&self, py: Python<'py>, id: &str) -> Option<Bound<'py, PyArray1<f32>>> {
+        let v = self.read(py, |ix| ix.get_vector(id).map(<[f32]>::to_vec));
+        v.map(|v| PyArray1::from_vec(py, v))
+    }
+
+    fn __contains__(&self, py: Python<'_>, id: &str) -> bool {
+        self.read(py, |ix| ix.contains(id))
+    }
+
+    /// Writes the index atomically to `path`, tagged with the database `generation`.
+    /// The index is held only while it is copied, not while the file is written. Returns how
+    /// many vectors the file holds as waiting to be linked.
+    fn save(&self, py: Python<'_>, path: PathBuf, generation: u64) -> PyResult<usize> {
+        let (bytes, pending) =
+            self.read(py, |ix| (persist::encode(ix, generation), ix.pending_len()));
+        py.detach(|| persist::write(&path, &bytes))?;
+        Ok(pending)
+    }
+
+    /// Reads an index file: returns `(index, generation)`; raises IndexCorruptError.
+    #[staticmethod]
+    fn load(py: Python<'_>, path: PathBuf) -> PyResult<(Self, u64)> {
+        let (index, generation) = py.detach(|| persist::load(&path))?;
+        Ok((
+            PyVectorIndex {
+                inner: RwLock::new(index),
+                writers: AtomicUsize::new(0),
+            },
+            generation,
+        ))
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.read(py, |ix| ix.len())
+    }
+
+    #[getter]
+    fn dim(&self, py: Python<'_>) -> usize {
+        self.read(py, |ix| ix.dim())
+    }
+
+    #[getter]
+    fn metric(&self, py: Python<'_>) -> &'static str {
+        self.read(py, |ix| ix.metric().name())
+    }
+
+    /// Estimated resident bytes: `{"vectors", "graph", "ids", "metadata"}`.
+    fn memory_bytes(&self, py: Python<'_>) -> Vec<(&'static str, usize)> {
+        let m = self.read(py, |ix| ix.memory_bytes());
+        vec![
+            ("vectors", m.vectors),
+            ("codes", m.codes),
+            ("graph", m.graph),
+            ("ids", m.ids),
+            ("metadata", m.metadata),
+        ]
+    }
+}

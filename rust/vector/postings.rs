@@ -1,0 +1,354 @@
+//! Per metadata key, value → the slots holding it, for every key of low enough cardinality:
+//! kept up to date on insert and delete, ordered by value so a range filter reads a run of
+//! lists. A filter over posted keys is answered from them without reading one record, and
+//! the planner counts what it allows instead of sampling.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::Bound;
+
+use crate::filter::{Fields, Filter, Scalar, Value};
+
+/// Keys posted whatever their cardinality (one value per thread or resource).
+pub const ALWAYS_POSTED: [&str; 2] = ["resource_id", "thread_id"];
+/// A key holding more distinct values than this stops being posted (its lists would cost more
+/// memory than they save reads); it stays unposted until the index is rebuilt.
+pub const MAX_POSTED_VALUES: usize = 1024;
+
+/// A posted value, totally ordered: null, then booleans, numbers (integers and floats compared
+/// exactly, an integral float stored as the integer it equals), strings.
+#[derive(Debug, Clone)]
+enum Key {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(Box<str>),
+}
+
+impl Key {
+    /// The key of a stored or filter value; `None` for what equals nothing (NaN, nested).
+    fn of(value: Scalar<'_>) -> Option<Key> {
+        const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+        Some(match value {
+            Scalar::Null => Key::Null,
+            Scalar::Bool(b) => Key::Bool(b),
+            Scalar::Int(i) => Key::Int(i),
+            Scalar::Float(f) if f.is_nan() => return None,
+            Scalar::Float(f) if f.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&f) => {
+                Key::Int(f as i64)
+            }
+            Scalar::Float(f) => Key::Float(f),
+            Scalar::Str(s) => Key::Str(s.into()),
+            Scalar::Other => return None,
+        })
+    }
+
+    fn rank(&self) -> u8 {
+        match self {
+            Key::Null => 0,
+            Key::Bool(_) => 1,
+            Key::Int(_) | Key::Float(_) => 2,
+            Key::Str(_) => 3,
+        }
+    }
+
+    fn scalar(&self) -> Scalar<'_> {
+        match self {
+            Key::Null => Scalar::Null,
+            Key::Bool(b) => Scalar::Bool(*b),
+            Key::Int(i) => Scalar::Int(*i),
+            Key::Float(f) => Scalar::Float(*f),
+            Key::Str(s) => Scalar::Str(s),
+        }
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Key) -> Ordering {
+        self.rank()
+            .cmp(&other.rank())
+            .then_with(|| match (self, other) {
+                (Key::Bool(a), Key::Bool(b)) => a.cmp(b),
+                _ => self
+                    .scalar()
+                    .order(other.scalar())
+                    .unwrap_or(Ordering::Equal),
+            })
+    }
+}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Key) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Key {}
+
+/// The slots holding one value of a posted key, ascending; may include tombstones, purged
+/// when they reach half the list.
+#[derive(Default, Debug)]
+struct SlotList {
+    slots: Vec<u32>,
+    live: usize,
+}
+
+/// The slots a filter can allow, ascending (tombstones included), and whether they are
+/// exactly what it allows (no record need be read) or only a bound on it.
+#[derive(Debug)]
+pub struct Candidates {
+    pub slots: Vec<u32>,
+    pub exact: bool,
+}
+
+/// Per posted key, value → slots.
+#[derive(Default, Debug)]
+pub struct Postings {
+    lists: HashMap<Box<str>, BTreeMap<Key, SlotList>>,
+    /// Keys that grew past [`MAX_POSTED_VALUES`].
+    dropped: HashSet<Box<str>>,
+}
+
+impl Postings {
+    /// Posts `slot` (larger than every slot posted before) under each of its values.
+    pub fn add<'a>(&mut self, slot: u32, entries: impl IntoIterator<Item = (&'a str, Scalar<'a>)>) {
+        for (key, value) in entries {
+            let Some(value) = Key::of(value) else {
+                continue;
+            };
+            if self.dropped.contains(key) {
+                continue;
+            }
+            let map = match self.lists.get_mut(key) {
+                Some(map) => map,
+                None => self.lists.entry(key.into()).or_default(),
+            };
+            let list = map.entry(value).or_default();
+            list.slots.push(slot);
+            list.live += 1;
+            if map.len() > MAX_POSTED_VALUES && !ALWAYS_POSTED.contains(&key) {
+                self.lists.remove(key);
+                self.dropped.insert(key.into());
+            }
+        }
+    }
+
+    /// Forgets a slot that `is_deleted` now reports as deleted, given its entries.
+    pub fn remove<'a>(
+        &mut self,
+        entries: impl IntoIterator<Item = (&'a str, Scalar<'a>)>,
+        is_deleted: impl Fn(u32) -> bool,
+    ) {
+        for (key, value) in entries {
+            let (Some(map), Some(value)) = (self.lists.get_mut(key), Key::of(value)) else {
+                continue;
+            };
+            if let Some(list) = map.get_mut(&value) {
+                list.live -= 1;
+                if list.live == 0 {
+                    map.remove(&value);
+                } else if list.live * 2 < list.slots.len() {
+                    list.slots.retain(|&s| !is_deleted(s));
+                }
+            }
+        }
+    }
+
+    /// Whether `key` has slot lists.
+    pub fn is_posted(&self, key: &str) -> bool {
+        self.lists.contains_key(key)
+    }
+
+    /// The slots `filter` can allow, from the lists of the keys it names; `None` when they
+    /// bound nothing (an unposted key, or a `$ne`/`$nin`/`$not`/`$exists`, outside an `$and`
+    /// with something that does).
+    pub fn candidates(&self, filter: &Filter) -> Option<Candidates> {
+        match filter {
+            Filter::Eq(key, v) => self.union(key, [v]),
+            Filter::In(key, vs) => self.union(key, vs.iter()),
+            Filter::Gt(key, v) => self.range(key, v, Ordering::Greater, false),
+            Filter::Gte(key, v) => self.range(key, v, Ordering::Greater, true),
+            Filter::Lt(key, v) => self.range(key, v, Ordering::Less, false),
+            Filter::Lte(key, v) => self.range(key, v, Ordering::Less, true),
+            Filter::And(children) => {
+                let mut bounded: Vec<Candidates> = Vec::new();
+                let mut exact = true;
+                for c in children {
+                    match self.candidates(c) {
+                        Some(set) => {
+                            exact &= set.exact;
+                            bounded.push(set);
+                        }
+                        None => exact = false,
+                    }
+                }
+                bounded.sort_by_key(|c| c.slots.len());
+                let mut sets = bounded.into_iter();
+                let first = sets.next()?;
+                let slots = sets.fold(first.slots, |acc, s| intersect(&acc, &s.slots));
+                Some(Candidates { slots, exact })
+            }
+            Filter::Or(children) => {
+                let mut slots = Vec::new();
+                let mut exact = true;
+                for c in children {
+                    let set = self.candidates(c)?;
+                    exact &= set.exact;
+                    slots.extend(set.slots);
+                }
+                slots.sort_unstable();
+                slots.dedup();
+                Some(Candidates { slots, exact })
+            }
+            _ => None,
+        }
+    }
+
+    fn union<'v>(
+        &self,
+        key: &str,
+        values: impl IntoIterator<Item = &'v Value>,
+    ) -> Option<Candidates> {
+        let map = self.lists.get(key)?;
+        let mut keys: Vec<Key> = values
+            .into_iter()
+            .filter_map(|v| Key::of(v.scalar()))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let lists: Vec<&[u32]> = keys
+            .iter()
+            .filter_map(|k| map.get(k))
+            .map(|l| l.slots.as_slice())
+            .collect();
+        Some(Candidates {
+            slots: merge(lists),
+            exact: true,
+        })
+    }
+
+    /// The slots of every value of `key` on the `side` of `v` (numbers against numbers,
+    /// strings against strings, as the filter compares them).
+    fn range(&self, key: &str, v: &Value, side: Ordering, inclusive: bool) -> Option<Candidates> {
+        let map = self.lists.get(key)?;
+        let at = Key::of(v.scalar())?;
+        let (lo, hi) = match at {
+            Key::Str(_) => (Key::Str("".into()), None),
+            Key::Int(_) | Key::Float(_) => (
+                Key::Float(f64::NEG_INFINITY),
+                Some(Key::Float(f64::INFINITY)),
+            ),
+            // Orderings hold only numbers and strings: nothing else passes.
+            _ => {
+                return Some(Candidates {
+                    slots: Vec::new(),
+                    exact: true,
+                })
+            }
+        };
+        let edge = |k: Key| {
+            if inclusive {
+                Bound::Included(k)
+            } else {
+                Bound::Excluded(k)
+            }
+        };
+        let bounds = if side == Ordering::Greater {
+            (edge(at), hi.map_or(Bound::Unbounded, Bound::Included))
+        } else {
+            (Bound::Included(lo), edge(at))
+        };
+        let empty = match (&bounds.0, &bounds.1) {
+            (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+                a > b || (a == b && !matches!(bounds, (Bound::Included(_), Bound::Included(_))))
+            }
+            _ => false,
+        };
+        let lists = if empty {
+            Vec::new()
+        } else {
+            map.range(bounds).map(|(_, l)| l.slots.as_slice()).collect()
+        };
+        Some(Candidates {
+            slots: merge(lists),
+            exact: true,
+        })
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.lists
+            .iter()
+            .flat_map(|(k, m)| {
+                m.values()
+                    .map(move |l| k.len() + 64 + l.slots.capacity() * 4)
+            })
+            .sum()
+    }
+}
+
+/// Ascending disjoint lists into one ascending list.
+fn merge(lists: Vec<&[u32]>) -> Vec<u32> {
+    if lists.len() == 1 {
+        return lists[0].to_vec();
+    }
+    let total: usize = lists.iter().map(|l| l.len()).sum();
+    if lists.len() <= MERGE_BY_SORT {
+        let mut out: Vec<u32> = lists.concat();
+        out.sort_unstable();
+        return out;
+    }
+    // Many lists (a range): mark a bitmap, then read it in order.
+    let top = lists
+        .iter()
+        .filter_map(|l| l.last())
+        .max()
+        .map_or(0, |&s| s as usize + 1);
+    let mut words = vec![0u64; top.div_ceil(64)];
+    for &s in lists.iter().flat_map(|l| l.iter()) {
+        words[s as usize / 64] |= 1 << (s % 64);
+    }
+    let mut out = Vec::with_capacity(total);
+    for (w, &word) in words.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            out.push((w * 64) as u32 + bits.trailing_zeros());
+            bits &= bits - 1;
+        }
+    }
+    out
+}
+
+/// Up to this many lists are merged by sorting their concatenation; more through a bitmap.
+const MERGE_BY_SORT: usize = 8;
+
+/// The slots in both ascending lists.
+fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::with_capacity(a.len().min(b.len())));
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            Ordering::Less => i += 1,
+            Ordering::Greater => j += 1,
+            Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The order vectors of one batch are stored in: by resource, then thread.
+pub fn locality_key<R: Fields + ?Sized>(record: &R) -> [Option<&str>; 2] {
+    ALWAYS_POSTED.map(|key| match record.field(key) {
+        Some(Scalar::Str(s)) => Some(s),
+        _ => None,
+    })
+}
