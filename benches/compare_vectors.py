@@ -88,7 +88,7 @@ class Size:
 SIZES = {
     "full": Size(
         (Shape("100k x 384", 100_000, 384, 1000, 0.5), Shape("50k x 128", 50_000, 128, 20, 1.0)),
-        1_000, 200, 100, 200),
+        1_000, 200, 50, 200),
     "small": Size(
         (Shape("8k x 96", 8_000, 96, 200, 0.5), Shape("6k x 48", 6_000, 48, 10, 1.0)),
         200, 40, 40, 100),
@@ -214,17 +214,13 @@ class Workload:
         ids = np.arange(shape.n)
         self.filters = {}
         for case in FILTERS:
-            plan = []
-            members = {}
-            for j in range(size.filtered):
-                g = j % case.groups
-                if g not in members:
-                    members[g] = ids[case.allows(ids, g)]
-                q = self.queries[j % len(self.queries)]
-                sub = self.data[members[g]]
-                truth = members[g][np.argsort(-(sub @ q))[:K]].tolist()
-                plan.append((q, g, truth))
+            groups = sorted({j % case.groups for j in range(size.filtered)})
+            members = {g: ids[case.allows(ids, g)] for g in groups}
             subsets = {g: self.data[m] for g, m in members.items()}
+            plan = []
+            for j in range(size.filtered):
+                g, q = j % case.groups, self.queries[j % len(self.queries)]
+                plan.append((q, g, members[g][np.argsort(-(subsets[g] @ q))[:K]].tolist()))
             self.filters[case.label] = (case, plan, members, subsets)
 
 
@@ -337,7 +333,8 @@ def measure_numpy(work: Workload, size: Size) -> dict:
 def run(size_name: str, out_dir: Path) -> None:
     size = SIZES[size_name]
     found, skipped = peers.available()
-    report: dict[str, Any] = {"size": size_name, "skipped": skipped, "shapes": []}
+    report: dict[str, Any] = {"size": size_name, "skipped": skipped, "shapes": [],
+                              "commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     workdir = peers.temporary_dir()
     started = time.time()
     try:
@@ -354,17 +351,35 @@ def run(size_name: str, out_dir: Path) -> None:
                 print(f"[{time.time() - started:6.0f} s] {shape.label}: {cls.name}", flush=True)
                 entry["libraries"][cls.name] = measure_peer(cls, work, size, workdir)
             report["shapes"].append(entry)
+            report["seconds"] = time.time() - started
+            report["partial"] = len(report["shapes"]) < len(size.shapes)
+            write(report, out_dir)  # each finished shape is kept, should a later one not finish
             del work
             gc.collect()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    report["seconds"] = time.time() - started
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"compare_vectors_{size_name}.json").write_text(json.dumps(report, indent=1))
-    table = render(report)
-    (out_dir / f"compare_vectors_{size_name}.md").write_text(table)
-    print(table)
+    print((out_dir / f"compare_vectors_{size_name}.md").read_text())
     plot(report, out_dir / f"compare_vectors_{size_name}.png")
+
+
+def write(report: dict, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"compare_vectors_{report['size']}"
+    (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=1))
+    (out_dir / f"{stem}.md").write_text(render(report))
+
+
+def _commit() -> str:
+    """The commit measured (with ``+dirty`` when the tree has changes), or ``unknown``."""
+    try:
+        here = Path(__file__).parent
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def plot(report: dict, path: Path) -> None:

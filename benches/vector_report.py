@@ -156,9 +156,15 @@ def render(report: dict[str, Any]) -> str:
              "Produced by `benches/compare_vectors.py` in one run, every library on one thread "
              "(CPU seconds: build over the whole process, queries over the querying thread). "
              "threadrecall through its public API (`HnswVectorStore` over a DuckDB file: "
-             "`upsert`, `query` with metadata filters, `link`). M = 16, construction breadth 200 "
+             "`upsert`, `query` with metadata filters, `link`; the sweep sets its breadth through the "
+             "store's `ef_search`; its public API has no batch query, so the batch columns compare "
+             "its single queries with the peers' batch calls). M = 16, construction breadth 200 "
              "for all. Cosine over L2-normalised Gaussian-mixture vectors, exact ground truth by "
              "numpy.\n"]
+    if report.get("commit"):
+        lines.append(f"Code measured: commit {report['commit']}, {report['date']}.\n")
+    if report.get("partial"):
+        lines.append("**Partial: the run stopped before every shape was measured.**\n")
     if report["skipped"]:
         lines.append("Skipped: " + "; ".join(report["skipped"]) + ".\n")
     lines += ["## Targets (every ratio; each shape, worst case next to best)\n",
