@@ -330,15 +330,26 @@ def measure_numpy(work: Workload, size: Size) -> dict:
     return out
 
 
-def run(size_name: str, out_dir: Path) -> None:
+def run(size_name: str, out_dir: Path, shapes: list[str] | None = None,
+        chosen: list[str] | None = None) -> None:
+    """Measure every shape of ``size_name`` (or those labelled in ``shapes``) with every
+    installed peer (or those named in ``chosen``); the report's file name carries the
+    selection when there is one."""
     size = SIZES[size_name]
     found, skipped = peers.available()
-    report: dict[str, Any] = {"size": size_name, "skipped": skipped, "shapes": [],
+    if chosen is not None:
+        skipped += [f"{cls.name}: not selected in this run" for cls in found if cls.name not in chosen]
+        found = [cls for cls in found if cls.name in chosen]
+    todo = [s for s in size.shapes if shapes is None or s.label in shapes]
+    stem = f"compare_vectors_{size_name}" + (
+        "" if shapes is None and chosen is None else
+        "_" + "_".join(s.label.replace(" ", "") for s in todo) + ("" if chosen is None else "_selected"))
+    report: dict[str, Any] = {"size": size_name, "stem": stem, "skipped": skipped, "shapes": [],
                               "commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     workdir = peers.temporary_dir()
     started = time.time()
     try:
-        for shape in size.shapes:
+        for shape in todo:
             print(f"[{time.time() - started:6.0f} s] {shape.label}: data and ground truth", flush=True)
             work = Workload(shape, size)
             entry: dict[str, Any] = {"shape": shape.__dict__, "queries": size.queries,
@@ -352,19 +363,19 @@ def run(size_name: str, out_dir: Path) -> None:
                 entry["libraries"][cls.name] = measure_peer(cls, work, size, workdir)
             report["shapes"].append(entry)
             report["seconds"] = time.time() - started
-            report["partial"] = len(report["shapes"]) < len(size.shapes)
+            report["partial"] = len(report["shapes"]) < len(todo)
             write(report, out_dir)  # each finished shape is kept, should a later one not finish
             del work
             gc.collect()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print((out_dir / f"compare_vectors_{size_name}.md").read_text())
-    plot(report, out_dir / f"compare_vectors_{size_name}.png")
+    print((out_dir / f"{stem}.md").read_text())
+    plot(report, out_dir / f"{stem}.png")
 
 
 def write(report: dict, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"compare_vectors_{report['size']}"
+    stem = report["stem"]
     (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=1))
     (out_dir / f"{stem}.md").write_text(render(report))
 
@@ -412,8 +423,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--shapes", nargs="+", metavar="LABEL",
+                        help="only these shapes, by label (e.g. '100k x 384')")
+    parser.add_argument("--peers", nargs="+", metavar="NAME",
+                        help="only these peers, by name (e.g. hnswlib 'faiss HNSWFlat')")
     args = parser.parse_args()
-    run(args.size, args.out)
+    labels = [s.label for s in SIZES[args.size].shapes]
+    names = [cls.name for cls in peers.PEERS]
+    for label in args.shapes or []:
+        if label not in labels:
+            parser.error(f"no shape {label!r} in size {args.size}; shapes: {labels}")
+    for name in args.peers or []:
+        if name not in names:
+            parser.error(f"no peer {name!r}; peers: {names}")
+    run(args.size, args.out, args.shapes, args.peers)
 
 
 if __name__ == "__main__":
