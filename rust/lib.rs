@@ -2,22 +2,18 @@
 //!
 //! The core knows nothing of Python; `py` (behind the `python` feature) is the only binding.
 
-pub mod context;
 pub mod distance;
 pub mod error;
 pub mod filter;
-pub mod hnsw;
-pub mod index;
 pub mod json;
 pub mod lexical;
-pub mod persist;
-pub mod planner;
-pub mod records;
+pub mod timeline;
+pub mod vector;
 
 #[cfg(feature = "python")]
 mod py;
 
-pub use context::{Bound, Include, PageQuery, Row, RowRef, Timeline};
 pub use error::{CoreError, Result};
 pub use filter::{Filter, Input, Record, Value};
 pub use lexical::{LexicalIndex, Scope, Tokenizer};
+pub use timeline::{Bound, Include, PageQuery, Row, RowRef, Timeline};

@@ -7,12 +7,12 @@ use std::sync::{PoisonError, RwLock};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-use crate::context::{
-    best_first, Bound as TimeBound, Fusion, Include, PageQuery, Row, RowRef, Timeline,
-};
 use crate::error::CoreError;
 use crate::filter::{Filter, Input, Record, Value, MAX_DEPTH};
 use crate::json;
+use crate::timeline::{
+    best_first, Bound as TimeBound, Fusion, Include, PageQuery, Row, RowRef, Timeline,
+};
 
 pyo3::import_exception!(threadrecall.errors, InvalidFilterError);
 pyo3::import_exception!(threadrecall.errors, FilterTypeError);
@@ -579,9 +579,9 @@ use std::path::PathBuf;
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 
 use crate::distance::Metric;
-use crate::hnsw::Linked;
-use crate::index::{Hit, VectorIndex};
-use crate::persist;
+use crate::vector::graph::Linked;
+use crate::vector::persist;
+use crate::vector::{Hit, VectorIndex};
 
 fn vector_filter(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Filter>> {
     match obj {

@@ -7,14 +7,19 @@
 //! once (so it is searchable at once) and queues its slot; [`VectorIndex::link_pending`] links
 //! queued slots into the graph in small chunks. Every search stays exact for queued slots.
 
+pub mod graph;
+pub mod persist;
+pub mod plan;
+pub mod records;
+
 use std::collections::HashMap;
 
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
 use crate::filter::{Filter, Input, Record};
-use crate::hnsw::{Graph, LinkPlan, Linked, Near, Params};
-use crate::planner::{self, Postings};
-use crate::records::RecordTable;
+use graph::{Graph, LinkPlan, Linked, Near, Params};
+use plan::Postings;
+use records::RecordTable;
 
 /// Compaction starts when tombstones exceed this fraction of all slots...
 const COMPACT_FRACTION: f64 = 0.3;
@@ -173,7 +178,7 @@ impl VectorIndex {
         let mut order: Vec<usize> = (0..ids.len())
             .filter(|&i| last[ids[i].as_str()] == i)
             .collect();
-        let keys: Vec<_> = records.iter().map(planner::locality_key).collect();
+        let keys: Vec<_> = records.iter().map(plan::locality_key).collect();
         order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
         self.graph.reserve(order.len());
         self.ids.reserve(order.len());
@@ -231,7 +236,7 @@ impl VectorIndex {
 
     /// The ids of every vector whose metadata passes `filter`.
     pub fn ids_where(&self, filter: &Filter) -> Vec<String> {
-        planner::allowed_slots(self, Some(filter))
+        plan::allowed_slots(self, Some(filter))
             .into_iter()
             .map(|s| self.ids[s as usize].to_string())
             .collect()
@@ -269,7 +274,7 @@ impl VectorIndex {
         }
         let mut q = query.to_vec();
         self.metric().prepare(&mut q);
-        Ok(self.hits(planner::search(self, &q, k, filter, ef)))
+        Ok(self.hits(plan::search(self, &q, k, filter, ef)))
     }
 
     /// The exact answer (a scan of every allowed vector): the oracle the graph is tested against.
@@ -282,19 +287,14 @@ impl VectorIndex {
         self.check_dim(query.len())?;
         let mut q = query.to_vec();
         self.metric().prepare(&mut q);
-        Ok(self.hits(planner::exact(
-            self,
-            &q,
-            k,
-            planner::allowed_slots(self, filter),
-        )))
+        Ok(self.hits(plan::exact(self, &q, k, plan::allowed_slots(self, filter))))
     }
 
     fn hits(&self, found: Vec<Near>) -> Vec<Hit> {
         let metric = self.metric();
         // Each id lives in its own allocation: start loading them all before copying any.
         for n in &found {
-            crate::hnsw::prefetch_lines(self.ids[n.slot as usize].as_bytes(), 1);
+            crate::vector::graph::prefetch_lines(self.ids[n.slot as usize].as_bytes(), 1);
         }
         found
             .into_iter()
@@ -381,7 +381,7 @@ impl VectorIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hnsw::tests::clustered;
+    use crate::vector::graph::tests::clustered;
 
     fn meta(thread: &str, n: i64) -> Input {
         Input::Map(vec![
@@ -430,8 +430,8 @@ mod tests {
         assert_eq!(idx.pending_len(), 10000);
         let f = thread_filter("t1");
         assert!(matches!(
-            planner::plan(&idx, 10, f.as_ref(), None),
-            planner::Plan::Graph { .. }
+            plan::plan(&idx, 10, f.as_ref(), None),
+            plan::Plan::Graph { .. }
         ));
         for q in data.iter().step_by(149).take(20) {
             for filter in [None, f.as_ref()] {
@@ -520,7 +520,7 @@ mod tests {
         for q in &queries {
             let mut p = q.clone();
             Metric::Cosine.prepare(&mut p);
-            let truth = crate::hnsw::tests::exact(&idx.graph, &p, 10);
+            let truth = crate::vector::graph::tests::exact(&idx.graph, &p, 10);
             let got = idx.graph.search(&p, 10, 64, |_| true);
             hits += got.iter().filter(|n| truth.contains(&n.slot)).count();
         }

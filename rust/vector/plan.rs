@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use crate::filter::{Fields, Filter, Scalar, Value};
-use crate::hnsw::{Near, Query};
-use crate::index::VectorIndex;
+use crate::vector::graph::{Near, Query};
+use crate::vector::VectorIndex;
 
 /// Metadata keys whose values get slot lists.
 pub const POSTED_KEYS: [&str; 2] = ["resource_id", "thread_id"];
@@ -323,7 +323,7 @@ pub fn allowed_slots(index: &VectorIndex, filter: Option<&Filter>) -> Vec<u32> {
 }
 
 /// The exact `k` closest of `slots` (query already prepared), closest first: the codes are
-/// scanned, then [`Graph::rerank`](crate::hnsw::Graph::rerank) measures the few that can
+/// scanned, then [`Graph::rerank`](crate::vector::graph::Graph::rerank) measures the few that can
 /// matter with their float vectors.
 pub fn exact(index: &VectorIndex, query: &[f32], k: usize, slots: Vec<u32>) -> Vec<Near> {
     let g = &index.graph;
@@ -368,7 +368,7 @@ mod tests {
     use super::*;
     use crate::distance::Metric;
     use crate::filter::Input;
-    use crate::hnsw::tests::clustered;
+    use crate::vector::graph::tests::clustered;
 
     fn s(x: &str) -> Input {
         Input::Str(x.into())

@@ -13,9 +13,9 @@ use std::path::Path;
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
 use crate::filter::{Record, Scalar, Value};
-use crate::hnsw::{advise_huge_pages, Graph, Params};
-use crate::index::VectorIndex;
-use crate::records::RecordTable;
+use crate::vector::graph::{advise_huge_pages, Graph, Params};
+use crate::vector::records::RecordTable;
+use crate::vector::VectorIndex;
 
 const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
 pub const FORMAT_VERSION: u32 = 2;
@@ -316,7 +316,7 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
     use crate::filter::{Filter, Input};
-    use crate::hnsw::tests::clustered;
+    use crate::vector::graph::tests::clustered;
 
     fn temp(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("threadrecall-persist-{}", std::process::id()));
