@@ -1,240 +1,442 @@
-"""Side-by-side: threadrecall's HNSW index against hnswlib and a numpy exact scan.
+"""Side-by-side: threadrecall's vector store against hnswlib, faiss and usearch.
 
-One run, one thread (times are CPU seconds of this process, medians of three passes over the
-queries, since the machine is shared), release build (``maturin develop --release``). Data:
-float32 vectors from a seeded Gaussian mixture, L2-normalised; queries from the same mixture; exact ground truth by
-numpy. Measures build time, recall@10 and per-query latency for ef in 16..256, filtered queries
-at 10 %, 1 % and 0.1 % selectivity, and index memory. Writes a markdown table and a
-recall-QPS plot next to this file (``results/``).
+threadrecall is driven through its public API only: ``HnswVectorStore`` over a DuckDB file,
+``create_index``, ``upsert``, ``query`` with metadata filters, ``link``. Peers: hnswlib,
+faiss ``IndexHNSWFlat`` and ``IndexHNSWSQ`` (8-bit), usearch (f32 and i8), all with M = 16 and
+a construction breadth of 200; a peer that is not installed is skipped.
 
-    python benches/compare_vectors.py            # 100,000 x 384, 1,000 queries
-    python benches/compare_vectors.py --size small
+One run, one thread for every library (faiss with one OpenMP thread, hnswlib and usearch with
+``threads=1``); the store's background linker and DuckDB's own threads are counted in its
+build time, which is CPU seconds of the whole process. Query latencies are CPU seconds of the
+querying thread (the machine is shared: waiting for a core is not a library's cost), medians
+of three passes where stated.
 
-hnswlib and matplotlib are bench-only; without them their parts are skipped.
+Data: seeded Gaussian mixtures, L2-normalised, cosine, two shapes with different cluster
+counts and spreads; queries from the same mixture; exact ground truth by numpy (filtered
+ground truth over the allowed subset). Metadata ``{"cat": i % 100, "tag": f"t{i % 1000}"}``,
+filtered as users write them (``{"cat": 7}``, ``{"tag": {"$in": [...]}}``, ranges) at 10, 1
+and 0.1 %.
+
+Measured: build (bulk insert with linking), fresh-after-upsert latency (queries right after
+the bulk upsert, before any explicit link), QPS at matched recall@10 (each library at the
+lowest breadth whose recall reaches 0.95 / 0.99; single queries and, where the library has
+one, a batch call), filtered recall and latency next to numpy over a prebuilt id subset and
+next to each peer's own filtered search, and resident memory (RSS of a fresh interpreter
+that loads only that index, minus its RSS before). Writes ``results/compare_vectors_<size>.md``
+(and ``.json``, and a recall-QPS plot when matplotlib is installed).
+
+    python benches/compare_vectors.py                 # 100k x 384 and 50k x 128
+    python benches/compare_vectors.py --size small    # a smoke check, under two minutes
+
+Peers: ``pip install -e '.[bench]'`` (hnswlib compiles from source).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import os
+import shutil
 import statistics
+import subprocess
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402
 
-from threadrecall._core import VectorIndex  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))
+import vector_peers as peers  # noqa: E402
+from vector_data import K, SEED, exact_top_k, mixture, recall  # noqa: E402
+from vector_report import render  # noqa: E402
 
-try:
-    import hnswlib
-except ImportError:  # pragma: no cover - optional
-    hnswlib = None
-
-SIZES = {"full": (100_000, 384, 1_000, 1_000), "small": (10_000, 128, 200, 100)}
-EFS = [16, 32, 64, 128, 256]
-K = 10
-SEED = 20240611
-REPEAT = 3  # timings are the median of this many runs
-HNSWLIB_FILTERED_QUERIES = 200
-# selectivity -> number of disjoint groups of that size
-SELECTIVITY = {"10%": 10, "1%": 100, "0.1%": 1000}
-
-
-def mixture(rng: np.random.Generator, n: int, dim: int, centres: np.ndarray) -> np.ndarray:
-    """Points around randomly chosen centres, L2-normalised."""
-    which = rng.integers(0, len(centres), n)
-    x = centres[which] + rng.standard_normal((n, dim), dtype=np.float32) * 0.5
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    return x.astype(np.float32)
+REPEAT = 3
+TARGETS = (0.95, 0.99)
+EFS = [10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024]
+FRESH_EF = 64  # the breadth of the fresh-after-upsert queries, every library alike
+FRESH_QUERIES = 20
+PLATEAU = 4  # the sweep stops when this many wider breadths gained no recall
+# Peers' filtered searches: this breadth (or their 0.99-matched one, when wider) at 10 %,
+# widened by sqrt(10 % / selectivity) for rarer filters, as the store's planner widens its own.
+FILTERED_EF = 64
 
 
-def exact_top_k(data: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
-    out = np.empty((len(queries), k), dtype=np.int64)
-    for start in range(0, len(queries), 100):
-        sims = queries[start : start + 100] @ data.T
-        part = np.argpartition(-sims, k, axis=1)[:, :k]
-        order = np.take_along_axis(sims, part, axis=1).argsort(axis=1)[:, ::-1]
-        out[start : start + 100] = np.take_along_axis(part, order, axis=1)
-    return out
+@dataclass(frozen=True)
+class Shape:
+    label: str
+    n: int
+    dim: int
+    clusters: int
+    spread: float
 
 
-def recall(found: list[list[int]], truth: np.ndarray) -> float:
-    hits = sum(len(set(f) & set(t)) for f, t in zip(found, truth.tolist()))
-    return hits / truth.size
+@dataclass(frozen=True)
+class Size:
+    shapes: tuple[Shape, ...]
+    queries: int  # unfiltered queries
+    filtered: int  # queries per filter
+    callback_filtered: int  # of those, for hnswlib's Python-callback filter
+    numpy_exact: int  # queries for the numpy full scan
+
+
+SIZES = {
+    "full": Size(
+        (Shape("100k x 384", 100_000, 384, 1000, 0.5), Shape("50k x 128", 50_000, 128, 20, 1.0)),
+        1_000, 200, 50, 200),
+    "small": Size(
+        (Shape("8k x 96", 8_000, 96, 200, 0.5), Shape("6k x 48", 6_000, 48, 10, 1.0)),
+        200, 40, 40, 100),
+}
+
+
+@dataclass(frozen=True)
+class FilterCase:
+    """A metadata filter as a user writes it, in ``groups`` disjoint variants (one per query,
+    round-robin), and the ids each variant allows."""
+
+    label: str
+    selectivity: str
+    groups: int
+    where: Callable[[int], dict]
+    allows: Callable[[np.ndarray, int], np.ndarray]
+
+
+FILTERS = [
+    FilterCase("cat $in (10 ints)", "10 %", 10,
+               lambda g: {"cat": {"$in": [g + 10 * j for j in range(10)]}},
+               lambda ids, g: (ids % 100) % 10 == g),
+    FilterCase("cat range $gte/$lt", "10 %", 10,
+               lambda g: {"cat": {"$gte": 10 * g, "$lt": 10 * g + 10}},
+               lambda ids, g: (ids % 100) // 10 == g),
+    FilterCase("cat == int", "1 %", 100, lambda g: {"cat": g}, lambda ids, g: ids % 100 == g),
+    FilterCase("tag $in (10 strings)", "1 %", 100,
+               lambda g: {"tag": {"$in": [f"t{g + 100 * j}" for j in range(10)]}},
+               lambda ids, g: (ids % 1000) % 100 == g),
+    FilterCase("tag == string", "0.1 %", 1000, lambda g: {"tag": f"t{g}"},
+               lambda ids, g: ids % 1000 == g),
+]
 
 
 def metadata_for(i: int) -> dict:
-    # resource r{i % 100} (1 %), thread t{i % 1000} (0.1 %); 10 % is ten resources via $in.
-    return {"resource_id": f"r{i % 100}", "thread_id": f"t{i % 1000}"}
+    return {"cat": i % 100, "tag": f"t{i % 1000}"}
 
 
-def group_filter(selectivity: str, g: int) -> dict:
-    if selectivity == "10%":
-        return {"resource_id": {"$in": [f"r{g + 10 * j}" for j in range(10)]}}
-    if selectivity == "1%":
-        return {"resource_id": f"r{g}"}
-    return {"thread_id": f"t{g}"}
-
-
-def group_members(selectivity: str, g: int, n: int) -> np.ndarray:
-    ids = np.arange(n)
-    if selectivity == "10%":
-        return ids[(ids % 100) % 10 == g]
-    if selectivity == "1%":
-        return ids[ids % 100 == g]
-    return ids[ids % 1000 == g]
-
-
-def timed(fn, repeat: int = 1):
-    """The result of ``fn`` and its median CPU time over ``repeat`` runs.
-
-    CPU time of this process, not wall time: the machine is shared, and waiting for a core
-    is not the library's cost. Everything measured here runs on one thread, so on a quiet
-    machine the two agree."""
+def cpu(fn: Callable[[], Any], repeat: int = 1) -> tuple[Any, float]:
+    """The result of ``fn`` and the median CPU seconds of the calling thread over ``repeat`` runs."""
     times = []
     for _ in range(repeat):
-        start = time.process_time()
+        start = time.thread_time()
         out = fn()
-        times.append(time.process_time() - start)
+        times.append(time.thread_time() - start)
     return out, statistics.median(times)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=sorted(SIZES), default="full")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    args = parser.parse_args()
-    n, dim, n_queries, n_centres = SIZES[args.size]
-    rng = np.random.default_rng(SEED)
-    centres = rng.standard_normal((n_centres, dim), dtype=np.float32)
-    data = mixture(rng, n, dim, centres)
-    queries = mixture(rng, n_queries, dim, centres)
-    truth = exact_top_k(data, queries, K)
-    ids = [str(i) for i in range(n)]
-    metas = [metadata_for(i) for i in range(n)]
-    rows: list[str] = []
-    curves: dict[str, list[tuple[float, float]]] = {"threadrecall": [], "hnswlib": []}
+def numpy_subset_query(subset: np.ndarray, members: np.ndarray, q: np.ndarray) -> list[int]:
+    sims = subset @ q
+    if len(sims) > K:
+        top = np.argpartition(-sims, K - 1)[:K]
+        return members[top[np.argsort(-sims[top])]].tolist()
+    return members[np.argsort(-sims)].tolist()
 
-    ours = VectorIndex(dim, "cosine", m=16, ef_construction=200, seed=0)
-    _, ours_build = timed(lambda: ours.add(ids, data, metas, link=True))
-    theirs = None
-    if hnswlib is not None:
-        theirs = hnswlib.Index(space="ip", dim=dim)
-        theirs.init_index(max_elements=n, M=16, ef_construction=200, random_seed=0)
-        theirs.set_num_threads(1)
-        _, their_build = timed(lambda: theirs.add_items(data, np.arange(n), num_threads=1))
-    raw = n * dim * 4
-    rows.append(f"# threadrecall HNSW vs hnswlib vs numpy ({n:,} x {dim}, {n_queries:,} queries, 1 thread)\n")
-    rows.append("## Build and memory\n")
-    rows.append("| | threadrecall | hnswlib | ratio (hnswlib / ours) |")
-    rows.append("|---|---|---|---|")
-    their_b = f"{their_build:.1f} s" if theirs is not None else "skipped"
-    ratio = f"{their_build / ours_build:.2f}x faster" if theirs is not None else "-"
-    rows.append(f"| build | {ours_build:.1f} s | {their_b} | {ratio} |")
-    parts = dict(ours.memory_bytes())
-    core = parts["vectors"] + parts["codes"] + parts["graph"] + parts["ids"]
-    rows.append(f"| index memory / raw vectors (vectors, codes, graph, ids) | {core / raw:.3f} | - | - |")
-    rows.append(
-        f"| index memory / raw vectors (all, with metadata records) | {sum(parts.values()) / raw:.3f} | - | - |\n"
-    )
 
-    rows.append("## Unfiltered recall@10 and latency (one query per call)\n")
-    rows.append("| ef | ours recall | ours µs/query | hnswlib recall | hnswlib µs/query | QPS ratio (ours / hnswlib) |")
-    rows.append("|---|---|---|---|---|---|")
+def sweep(lib: Any, queries: np.ndarray, truth: list[list[int]]) -> list[tuple[int, float, float]]:
+    """(ef, recall@10, µs per query) from the smallest breadth up to the first reaching the
+    highest target (one pass per breadth; the matched breadths are timed again)."""
+    points = []
     for ef in EFS:
-        found, secs = timed(lambda: [[int(i) for i, _ in ours.search(q, K, ef=ef)] for q in queries], REPEAT)
-        r_ours, us_ours = recall(found, truth), secs / n_queries * 1e6
-        curves["threadrecall"].append((r_ours, 1e6 / us_ours))
-        if theirs is not None:
-            theirs.set_ef(ef)
-            found, secs = timed(
-                lambda: [theirs.knn_query(q, k=K, num_threads=1)[0][0].tolist() for q in queries], REPEAT
-            )
-            r_them, us_them = recall(found, truth), secs / n_queries * 1e6
-            curves["hnswlib"].append((r_them, 1e6 / us_them))
-            rows.append(
-                f"| {ef} | {r_ours:.3f} | {us_ours:.0f} | {r_them:.3f} | {us_them:.0f} | {us_them / us_ours:.2f} |"
-            )
-        else:
-            rows.append(f"| {ef} | {r_ours:.3f} | {us_ours:.0f} | - | - | - |")
-    default, secs = timed(lambda: [[int(i) for i, _ in ours.search(q, K)] for q in queries], REPEAT)
-    rows.append(
-        f"\nPlanner's default breadth: recall {recall(default, truth):.3f} at "
-        f"{secs / n_queries * 1e6:.0f} µs/query.\n"
-    )
+        lib.set_ef(ef)
+        found, secs = cpu(lambda: [lib.query(q, K) for q in queries])
+        points.append((ef, recall(found, truth), secs / len(queries) * 1e6))
+        if points[-1][1] >= max(TARGETS):
+            break
+        if len(points) > PLATEAU and points[-1][1] - points[-1 - PLATEAU][1] < 0.001:
+            break  # quantised vectors cap the recall: wider searches only cost time
+    return points
 
-    rows.append("## Filtered recall@10 and latency\n")
-    rows.append(
-        "| selectivity | ours recall | ours µs | hnswlib recall (ef=64) | hnswlib µs | numpy subset µs |"
-        " ours vs hnswlib | ours vs numpy |"
-    )
-    rows.append("|---|---|---|---|---|---|---|---|")
-    if theirs is not None:
-        theirs.set_ef(64)
-    for name, groups in SELECTIVITY.items():
-        members = {g: group_members(name, g, n) for g in range(min(groups, n_queries))}
-        subsets = {g: data[m] for g, m in members.items()}
-        plan = [(q, j % len(members), members[j % len(members)]) for j, q in enumerate(queries)]
-        truth_f = np.array([m[np.argsort(-(subsets[g] @ q))[:K]].tolist() for q, g, m in plan])
-        filters = [group_filter(name, g) for _, g, _ in plan]
-        found, secs = timed(
-            lambda: [[int(i) for i, _ in ours.search(q, K, filter=f)] for (q, _, _), f in zip(plan, filters)],
-            REPEAT,
-        )
-        r_ours, us_ours = recall(found, truth_f), secs / n_queries * 1e6
 
-        def numpy_query(q, g, members):
-            sims = subsets[g] @ q
-            top = np.argpartition(-sims, K)[:K] if len(sims) > K else np.arange(len(sims))
-            return members[top[np.argsort(-sims[top])]].tolist()
+def matched(lib: Any, points: list, queries: np.ndarray, truth: list[list[int]]) -> dict:
+    """For each target, the lowest breadth reaching it, timed again: single queries and batch."""
+    out = {}
+    for target in TARGETS:
+        ef = next((ef for ef, r, _ in points if r >= target), None)
+        if ef is None:
+            out[str(target)] = None
+            continue
+        lib.set_ef(ef)
+        found, secs = cpu(lambda: [lib.query(q, K) for q in queries], REPEAT)
+        entry = {"ef": ef, "recall": recall(found, truth), "us": secs / len(queries) * 1e6}
+        if getattr(lib, "has_batch", False):
+            labels, secs = cpu(lambda: lib.batch(queries, K), REPEAT)
+            entry["batch_recall"] = recall(np.asarray(labels).tolist(), truth)
+            entry["batch_us"] = secs / len(queries) * 1e6
+        out[str(target)] = entry
+    return out
 
-        _, secs = timed(lambda: [numpy_query(q, g, m) for q, g, m in plan], REPEAT)
-        us_numpy = secs / n_queries * 1e6
-        if theirs is not None:
-            allowed = {g: set(m.tolist()) for g, m in members.items()}
-            # Its callback filter is slow at low selectivity: time the first queries only.
-            sub = plan[:HNSWLIB_FILTERED_QUERIES]
-            found, secs = timed(
-                lambda: [
-                    theirs.knn_query(q, k=K, num_threads=1, filter=allowed[g].__contains__)[0][0].tolist()
-                    for q, g, _ in sub
-                ]
-            )
-            r_them, us_them = recall(found, truth_f[: len(sub)]), secs / len(sub) * 1e6
-            rows.append(
-                f"| {name} | {r_ours:.3f} | {us_ours:.1f} | {r_them:.3f} | {us_them:.1f} | {us_numpy:.1f} |"
-                f" {us_them / us_ours:.1f}x | {us_numpy / us_ours:.1f}x |"
-            )
-        else:
-            rows.append(
-                f"| {name} | {r_ours:.3f} | {us_ours:.1f} | - | - | {us_numpy:.1f} | - | {us_numpy / us_ours:.1f}x |"
-            )
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    table = "\n".join(rows) + "\n"
-    (args.out / f"compare_vectors_{args.size}.md").write_text(table)
-    print(table)
+def memory(name: str, path: Path, dim: int) -> int:
+    """Resident bytes the index adds to a fresh interpreter that loads only it."""
+    out = subprocess.run([sys.executable, __file__, "--memory", name, str(path), str(dim)],
+                         check=True, capture_output=True, text=True, env=os.environ.copy())
+    reading = json.loads(out.stdout.strip().splitlines()[-1])
+    return reading["after"] - reading["baseline"]
+
+
+def memory_child(name: str, path: str, dim: int) -> None:
+    """The body of one memory run: import, read the baseline, load, read again."""
+    module = {"threadrecall": "threadrecall.vector", "hnswlib": "hnswlib"}.get(
+        name, "faiss" if name.startswith("faiss") else "usearch.index")
+    __import__(module)
+    gc.collect()
+    baseline = peers.rss_bytes()
+    held = peers.LOADERS[name](path, dim)
+    gc.collect()
+    print(json.dumps({"baseline": baseline, "after": peers.rss_bytes()}))
+    del held
+
+
+class Workload:
+    """One data shape: vectors, queries, metadata, ground truth and the filter plans."""
+
+    def __init__(self, shape: Shape, size: Size) -> None:
+        rng = np.random.default_rng(SEED + shape.n + shape.dim)
+        centres = rng.standard_normal((shape.clusters, shape.dim), dtype=np.float32)
+        self.shape = shape
+        self.data = mixture(rng, shape.n, centres, shape.spread)
+        self.queries = mixture(rng, size.queries, centres, shape.spread)
+        self.truth = exact_top_k(self.data, self.queries, K)
+        self.metas = [metadata_for(i) for i in range(shape.n)]
+        ids = np.arange(shape.n)
+        self.filters = {}
+        for case in FILTERS:
+            groups = sorted({j % case.groups for j in range(size.filtered)})
+            members = {g: ids[case.allows(ids, g)] for g in groups}
+            subsets = {g: self.data[m] for g, m in members.items()}
+            plan = []
+            for j in range(size.filtered):
+                g, q = j % case.groups, self.queries[j % len(self.queries)]
+                plan.append((q, g, members[g][np.argsort(-(subsets[g] @ q))[:K]].tolist()))
+            self.filters[case.label] = (case, plan, members, subsets)
+
+
+def measure_ours(work: Workload, workdir: Path) -> dict:
+    lib = peers.Threadrecall(work.shape.dim, workdir)
+    result: dict[str, Any] = {}
+    start = time.process_time()
+    lib.upsert(work.data, work.metas)
+    result["upsert_s"] = time.process_time() - start
+    fresh_secs = fresh(lib, work, result)
+    lib.link()
+    # Whole-process CPU (the background linker and DuckDB threads too), minus the fresh queries.
+    result["build_s"] = time.process_time() - start - fresh_secs
+    result["link_s"] = result["build_s"] - result["upsert_s"]
+    lib.store.flush()  # the index file written now, not during the timings below
+    measure_queries(lib, work, result)
+    lib.set_ef(None)
+    found, secs = cpu(lambda: [lib.query(q, K) for q in work.queries], REPEAT)
+    result["default"] = {"recall": recall(found, work.truth), "us": secs / len(work.queries) * 1e6}
+    result["filtered"] = {}
+    for label, (case, plan, _, _) in work.filters.items():
+        wheres = [case.where(g) for _, g, _ in plan]
+        found, secs = cpu(lambda: [lib.query(q, K, w) for (q, _, _), w in zip(plan, wheres)], REPEAT)
+        result["filtered"][label] = {"recall": recall(found, [t for _, _, t in plan]),
+                                     "us": secs / len(plan) * 1e6}
+    lib.close()
+    result["memory"] = memory(lib.name, lib.path, work.shape.dim)
+    # The fixed part of that: the same store over a file whose index is empty.
+    empty = peers.Threadrecall(work.shape.dim, workdir / "empty")
+    empty.close()
+    result["memory_empty"] = memory(lib.name, empty.path, work.shape.dim)
+    return result
+
+
+def fresh(lib: Any, work: Workload, result: dict) -> float:
+    """Queries right after the bulk insert: CPU and wall µs per query (wall counts waiting for
+    a lock or a core), recall; returns the CPU seconds spent."""
+    lib.set_ef(FRESH_EF)
+    qs = work.queries[:FRESH_QUERIES]
+    wall = time.perf_counter()
+    found, secs = cpu(lambda: [lib.query(q, K) for q in qs])
+    result["fresh_wall_us"] = (time.perf_counter() - wall) / len(qs) * 1e6
+    result["fresh_us"] = secs / len(qs) * 1e6
+    result["fresh_recall"] = recall(found, work.truth[:FRESH_QUERIES])
+    return secs
+
+
+def measure_queries(lib: Any, work: Workload, result: dict) -> None:
+    result["sweep"] = sweep(lib, work.queries, work.truth)
+    result["matched"] = matched(lib, result["sweep"], work.queries, work.truth)
+
+
+def measure_peer(cls: type, work: Workload, size: Size, workdir: Path) -> dict:
+    lib = cls(work.shape.dim)
+    result: dict[str, Any] = {}
+    start = time.process_time()
+    lib.build(work.data)
+    result["build_s"] = time.process_time() - start
+    fresh(lib, work, result)
+    measure_queries(lib, work, result)
+    result["filtered"] = {}
+    if lib.filtered is not None:
+        m99 = result["matched"].get(str(TARGETS[-1]))
+        base = max(FILTERED_EF, m99["ef"] if m99 else 0)
+        limit = size.callback_filtered if cls is peers.Hnswlib else size.filtered
+        for label, (case, plan, members, _) in work.filters.items():
+            share = float(case.selectivity.rstrip(" %")) / 100
+            ef = min(EFS[-1], int(base * max(1.0, 0.1 / share) ** 0.5))
+            lib.set_ef(ef)
+            allowed = {g: lib.prepare(m) for g, m in members.items()}  # prebuilt, untimed
+            sub = plan[:limit]
+            failures = []
+
+            def run():
+                out = []
+                for q, g, _ in sub:
+                    try:
+                        out.append(lib.filtered(q, K, allowed[g]))
+                    except RuntimeError:  # hnswlib: fewer than k results found
+                        failures.append(1)
+                        out.append([])
+                return out
+
+            found, secs = cpu(run)
+            result["filtered"][label] = {"recall": recall(found, [t for _, _, t in sub]),
+                                         "us": secs / len(sub) * 1e6, "ef": ef,
+                                         "queries": len(sub), "failures": len(failures)}
+    path = workdir / cls.__name__
+    lib.save(str(path))
+    del lib
+    gc.collect()
+    result["memory"] = memory(cls.name, path, work.shape.dim)
+    path.unlink(missing_ok=True)
+    return result
+
+
+def measure_numpy(work: Workload, size: Size) -> dict:
+    out: dict[str, Any] = {"filtered": {}}
+    for label, (_, plan, members, subsets) in work.filters.items():
+        found, secs = cpu(lambda: [numpy_subset_query(subsets[g], members[g], q) for q, g, _ in plan], REPEAT)
+        out["filtered"][label] = {"recall": recall(found, [t for _, _, t in plan]),
+                                  "us": secs / len(plan) * 1e6}
+    qs = work.queries[:size.numpy_exact]
+    ids = np.arange(work.shape.n)
+    _, secs = cpu(lambda: [numpy_subset_query(work.data, ids, q) for q in qs], REPEAT)
+    out["exact_us"] = secs / len(qs) * 1e6
+    return out
+
+
+def run(size_name: str, out_dir: Path, shapes: list[str] | None = None,
+        chosen: list[str] | None = None) -> None:
+    """Measure every shape of ``size_name`` (or those labelled in ``shapes``) with every
+    installed peer (or those named in ``chosen``); the report's file name carries the
+    selection when there is one."""
+    size = SIZES[size_name]
+    found, skipped = peers.available()
+    if chosen is not None:
+        skipped += [f"{cls.name}: not selected in this run" for cls in found if cls.name not in chosen]
+        found = [cls for cls in found if cls.name in chosen]
+    todo = [s for s in size.shapes if shapes is None or s.label in shapes]
+    stem = f"compare_vectors_{size_name}" + (
+        "" if shapes is None and chosen is None else
+        "_" + "_".join(s.label.replace(" ", "") for s in todo) + ("" if chosen is None else "_selected"))
+    report: dict[str, Any] = {"size": size_name, "stem": stem, "skipped": skipped, "shapes": [],
+                              "commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    workdir = peers.temporary_dir()
+    started = time.time()
+    try:
+        for shape in todo:
+            print(f"[{time.time() - started:6.0f} s] {shape.label}: data and ground truth", flush=True)
+            work = Workload(shape, size)
+            entry: dict[str, Any] = {"shape": shape.__dict__, "queries": size.queries,
+                                     "filtered_queries": size.filtered, "libraries": {},
+                                     "filter_selectivity": [(c.label, c.selectivity) for c in FILTERS]}
+            entry["numpy"] = measure_numpy(work, size)
+            print(f"[{time.time() - started:6.0f} s] {shape.label}: threadrecall", flush=True)
+            entry["libraries"]["threadrecall"] = measure_ours(work, workdir / shape.label.replace(" ", ""))
+            for cls in found:
+                print(f"[{time.time() - started:6.0f} s] {shape.label}: {cls.name}", flush=True)
+                entry["libraries"][cls.name] = measure_peer(cls, work, size, workdir)
+            report["shapes"].append(entry)
+            report["seconds"] = time.time() - started
+            report["partial"] = len(report["shapes"]) < len(todo)
+            write(report, out_dir)  # each finished shape is kept, should a later one not finish
+            del work
+            gc.collect()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print((out_dir / f"{stem}.md").read_text())
+    plot(report, out_dir / f"{stem}.png")
+
+
+def write(report: dict, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = report["stem"]
+    (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=1))
+    (out_dir / f"{stem}.md").write_text(render(report))
+
+
+def _commit() -> str:
+    """The commit measured (with ``+dirty`` when the tree has changes), or ``unknown``."""
+    try:
+        here = Path(__file__).parent
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def plot(report: dict, path: Path) -> None:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover - optional
+    except ImportError:  # optional
         return
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for label, points in curves.items():
-        if points:
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
-    ax.set_xlabel("recall@10")
-    ax.set_ylabel("queries per second (1 thread)")
-    ax.set_yscale("log")
-    ax.set_title(f"{n:,} x {dim}, M=16, efC=200")
-    ax.legend()
+    shapes = report["shapes"]
+    fig, axes = plt.subplots(1, len(shapes), figsize=(6 * len(shapes), 4), squeeze=False)
+    for ax, entry in zip(axes[0], shapes):
+        for name, res in entry["libraries"].items():
+            pts = res["sweep"]
+            ax.plot([p[1] for p in pts], [1e6 / p[2] for p in pts], marker="o", ms=3, label=name)
+        ax.set_xlabel("recall@10")
+        ax.set_ylabel("queries per CPU second (1 thread)")
+        ax.set_yscale("log")
+        ax.set_title(entry["shape"]["label"])
+        ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(args.out / f"compare_vectors_{args.size}.png", dpi=120)
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--memory":
+        memory_child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="full")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--shapes", nargs="+", metavar="LABEL",
+                        help="only these shapes, by label (e.g. '100k x 384')")
+    parser.add_argument("--peers", nargs="+", metavar="NAME",
+                        help="only these peers, by name (e.g. hnswlib 'faiss HNSWFlat')")
+    args = parser.parse_args()
+    labels = [s.label for s in SIZES[args.size].shapes]
+    names = [cls.name for cls in peers.PEERS]
+    for label in args.shapes or []:
+        if label not in labels:
+            parser.error(f"no shape {label!r} in size {args.size}; shapes: {labels}")
+    for name in args.peers or []:
+        if name not in names:
+            parser.error(f"no peer {name!r}; peers: {names}")
+    run(args.size, args.out, args.shapes, args.peers)
 
 
 if __name__ == "__main__":

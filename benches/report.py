@@ -49,7 +49,7 @@ def _load(name: str, file: str) -> Any:
     return module
 
 
-cv = _load("compare_vectors", "compare_vectors.py")
+cv = _load("vector_data", "vector_data.py")
 fixtures = _load("bench_fixtures", "conftest.py")
 # bench_recall.py (read for its SQL) imports ``conftest``: give it this folder's, even under pytest.
 _outer_conftest = sys.modules.get("conftest")
@@ -90,6 +90,36 @@ SIZES = {
 }
 EFS = [16, 32, 64, 128, 256]
 K = cv.K
+# selectivity -> number of disjoint groups of that size (ten resources, one resource, one thread)
+SELECTIVITY = {"10%": 10, "1%": 100, "0.1%": 1000}
+
+
+def metadata_for(i: int) -> dict:
+    return {"resource_id": f"r{i % 100}", "thread_id": f"t{i % 1000}"}
+
+
+def group_filter(selectivity: str, g: int) -> dict:
+    if selectivity == "10%":
+        return {"resource_id": {"$in": [f"r{g + 10 * j}" for j in range(10)]}}
+    if selectivity == "1%":
+        return {"resource_id": f"r{g}"}
+    return {"thread_id": f"t{g}"}
+
+
+def group_members(selectivity: str, g: int, n: int) -> np.ndarray:
+    ids = np.arange(n)
+    if selectivity == "10%":
+        return ids[(ids % 100) % 10 == g]
+    if selectivity == "1%":
+        return ids[ids % 100 == g]
+    return ids[ids % 1000 == g]
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """The result of ``fn`` and the CPU seconds of this process it took."""
+    start = time.process_time()
+    out = fn()
+    return out, time.process_time() - start
 SECTIONS = (
     "## Machine",
     "## Vector search, unfiltered",
@@ -178,15 +208,15 @@ def vector_search(size: Size, curves: dict[str, list[tuple[float, float]]],
                   percentiles: dict[str, Timing]) -> list[str]:
     rng = np.random.default_rng(cv.SEED)
     centres = rng.standard_normal((size.centres, size.dim), dtype=np.float32)
-    data = cv.mixture(rng, size.vectors, size.dim, centres)
-    queries = cv.mixture(rng, size.queries, size.dim, centres)
+    data = cv.mixture(rng, size.vectors, centres)
+    queries = cv.mixture(rng, size.queries, centres)
     truth = cv.exact_top_k(data, queries, K)
     ids = [str(i) for i in range(size.vectors)]
-    metas = [cv.metadata_for(i) for i in range(size.vectors)]
+    metas = [metadata_for(i) for i in range(size.vectors)]
 
     ours = _core.VectorIndex(size.dim, "cosine", m=16, ef_construction=200, seed=0)
     with tqdm(total=1, desc="build threadrecall HNSW", file=sys.stderr, leave=False):
-        _, ours_build = cv.timed(lambda: ours.add(ids, data, metas, link=True))
+        _, ours_build = timed(lambda: ours.add(ids, data, metas, link=True))
     assert ours.pending == 0, "the graph measured must be fully built"
     theirs = None
     if hnswlib is not None:
@@ -194,7 +224,7 @@ def vector_search(size: Size, curves: dict[str, list[tuple[float, float]]],
         theirs.init_index(max_elements=size.vectors, M=16, ef_construction=200, random_seed=0)
         theirs.set_num_threads(1)
         with tqdm(total=1, desc="build hnswlib", file=sys.stderr, leave=False):
-            _, their_build = cv.timed(lambda: theirs.add_items(data, np.arange(size.vectors), num_threads=1))
+            _, their_build = timed(lambda: theirs.add_items(data, np.arange(size.vectors), num_threads=1))
 
     qs = list(queries)
     found, exact = measure(lambda q: np.argsort(-(data @ q))[:K].tolist(), qs)
@@ -252,12 +282,12 @@ def filtered_search(size: Size, data: np.ndarray, queries: np.ndarray, ours: Any
     if theirs is not None:
         theirs.set_ef(64)
     n = size.vectors
-    for name, groups in tqdm(cv.SELECTIVITY.items(), desc="filtered search", file=sys.stderr, leave=False):
-        members = {g: cv.group_members(name, g, n) for g in range(min(groups, size.queries))}
+    for name, groups in tqdm(SELECTIVITY.items(), desc="filtered search", file=sys.stderr, leave=False):
+        members = {g: group_members(name, g, n) for g in range(min(groups, size.queries))}
         subsets = {g: data[m] for g, m in members.items()}
         plan = [(q, j % len(members)) for j, q in enumerate(queries)]
         truth = np.array([members[g][np.argsort(-(subsets[g] @ q))[:K]].tolist() for q, g in plan])
-        filters = {g: cv.group_filter(name, g) for g in members}
+        filters = {g: group_filter(name, g) for g in members}
         found, ours_t = measure(lambda p: [int(i) for i, _ in ours.search(p[0], K, filter=filters[p[1]])], plan)
         r_ours = cv.recall(found, truth)
         _, numpy_t = measure(lambda p: members[p[1]][np.argsort(-(subsets[p[1]] @ p[0]))[:K]].tolist(), plan)
@@ -330,7 +360,7 @@ def semantic_recall(size: Size) -> tuple[list[str], dict[str, Timing]]:
     topics = ["billing", "support", "travel", "books", "food"]
     asks = [(f"t{rng.randrange(threads)}", f"what about {rng.choice(topics)} and item {rng.randrange(1000)}")
             for _ in range(size.calls)]
-    _, built = cv.timed(memory.storage.lexical)
+    _, built = timed(memory.storage.lexical)
     rows = [
         SECTIONS[4], "",
         f"{n:,} messages saved in batches of {INGEST_BATCH:,} with semantic recall on (HashEmbedder, "
