@@ -7,6 +7,7 @@
 //! once (so it is searchable at once) and queues its slot; [`VectorIndex::link_pending`] links
 //! queued slots into the graph in small chunks. Every search stays exact for queued slots.
 
+pub mod codes;
 pub mod graph;
 pub mod persist;
 pub mod plan;
