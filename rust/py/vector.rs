@@ -160,6 +160,37 @@ impl PyVectorIndex {
         }))
     }
 
+    /// Links every waiting vector into the graph on `threads` threads, in batches: each is
+    /// linked under the read lock, beside searches (which scan it exactly meanwhile), then
+    /// taken off the queue under the write lock. Returns how many were linked.
+    #[pyo3(signature = (threads, batch=8192))]
+    fn link_all(&self, py: Python<'_>, threads: i64, batch: i64) -> PyResult<usize> {
+        let (threads, batch) = (
+            count("threads", threads)?.max(1),
+            count("batch", batch)?.max(1),
+        );
+        let lock = &self.inner;
+        Ok(py.detach(|| {
+            let mut linked = lock
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .link_pending(1);
+            loop {
+                let done = lock
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .link_batch(batch, threads);
+                if done.is_empty() {
+                    return linked;
+                }
+                linked += done.len();
+                lock.write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .finish_batch(&done);
+            }
+        }))
+    }
+
     /// How many vectors wait to be linked into the graph.
     #[getter]
     fn pending(&self, py: Python<'_>) -> usize {

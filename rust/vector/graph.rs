@@ -1,32 +1,34 @@
 //! The HNSW graph over slots: flat arrays, seeded levels, insert, (filtered) search, tombstones.
 //!
-//! A slot is a dense `u32` position. Vectors sit in one contiguous array; level-0 links in one
-//! contiguous block (`[count, n1, .., n_m0]` per slot); upper-level links only for the few slots
-//! that reach them. Levels come from a seeded generator, so the same inserts build the same
+//! A slot is a dense `u32` position. Vectors sit in one contiguous array, links in an
+//! [`Adjacency`]. Levels come from a seeded generator, so the same inserts build the same
 //! graph. Deleted slots stay in the graph as waypoints but are never collected.
 //!
-//! Each vector is also kept as int8 codes with one scale (a quarter of the bytes). Graph walks,
+//! Each vector is also kept as int8 codes (see `codes`) with one scale (a quarter of the bytes). Graph walks,
 //! at insert and at search, measure codes; the float vectors then re-rank what a search found,
 //! so returned distances are exact. Walking codes reads a quarter of the memory per step, which
 //! is what bounds a walk once the vectors outgrow the caches; the price is the codes' memory,
 //! a quarter of the float vectors'.
 //!
-//! A slot may be stored before it is linked: [`Graph::push`] appends the vector and draws its
-//! level, queueing the slot; [`Graph::link_pending`] links queued slots in arrival order. An
-//! unlinked slot has no links and nothing links to it, so a graph walk never reaches it; the
-//! caller scans [`Graph::pending`] exactly to cover it. Linking the queue in order builds the
-//! same graph as inserting one vector at a time.
+//! A slot may be stored before it is linked (see `insert`): a queued slot is never collected
+//! by a graph walk, and the caller scans [`Graph::pending`] exactly to cover it.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
+use crate::vector::adjacency::Adjacency;
+use crate::vector::codes::Codes;
+/// Re-exported: searches outside the graph measure codes with it too.
+pub(crate) use crate::vector::codes::Query;
+pub use crate::vector::insert::{LinkPlan, Linked};
 
 /// Highest level a slot may draw; far above what a billion slots would reach.
-const MAX_LEVEL: usize = 16;
-const NONE: u32 = u32::MAX;
+pub(crate) const MAX_LEVEL: usize = 16;
+pub(crate) const NONE: u32 = u32::MAX;
 
 /// A distance with a total order (NaN sorts last), paired with its slot.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -76,27 +78,6 @@ impl Visited {
         *tag = self.generation;
         fresh
     }
-}
-
-/// How to link one queued slot, worked out by [`Graph::plan_link`].
-#[derive(Debug)]
-pub struct LinkPlan {
-    slot: u32,
-    /// The graph's epoch when planned; the plan is valid only while it is unchanged.
-    epoch: u64,
-    /// `(slot, level, links)` to write, the linked slot's own lists included.
-    lists: Vec<(u32, usize, Vec<u32>)>,
-}
-
-/// What [`Graph::apply_link`] did with a plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Linked {
-    /// The slot is linked.
-    Yes,
-    /// The slot had been deleted: it left the queue unlinked.
-    Dropped,
-    /// The graph changed since the plan was made; nothing was written.
-    Stale,
 }
 
 /// Construction parameters.
@@ -150,16 +131,22 @@ pub struct Graph {
     pub(crate) vectors: Vec<f32>,
     /// The vectors as int8 codes (see [`Codes`]): the graph walk reads these, a quarter of the
     /// bytes; the float vectors only rank what the walk found.
-    codes: Codes,
+    pub(crate) codes: Codes,
     pub(crate) levels: Vec<u8>,
-    pub(crate) links0: Vec<u32>,
-    /// Per slot, levels 1..=level, each `[count, n1, .., n_m]`; empty for level-0 slots.
-    pub(crate) upper: Vec<Box<[u32]>>,
+    pub(crate) links: Adjacency,
     pub(crate) deleted: Vec<bool>,
     pub(crate) n_deleted: usize,
-    pub(crate) entry: u32,
+    /// Where every search starts (a slot of the top level), `NONE` while nothing is linked.
+    pub(crate) entry: AtomicU32,
+    /// Held while the entry point may move during a parallel link.
+    pub(crate) entry_lock: Mutex<()>,
     /// Stored but not yet linked, in arrival order; may hold deleted slots, skipped on use.
     pub(crate) pending: VecDeque<u32>,
+    /// Per slot: still in `pending`. A graph walk never collects a queued slot, even one that
+    /// a parallel link has already made reachable.
+    pub(crate) queued: Vec<bool>,
+    /// Held by a parallel link and by a save, so a save never sees half-linked slots.
+    pub(crate) linking: Mutex<()>,
     /// Counts changes to the links and the queue's head (not persisted), so a link plan made
     /// under a read lock can tell whether it still holds.
     pub(crate) epoch: u64,
@@ -175,12 +162,14 @@ impl Graph {
             vectors: Vec::new(),
             codes: Codes::default(),
             levels: Vec::new(),
-            links0: Vec::new(),
-            upper: Vec::new(),
+            links: Adjacency::new(params.m),
             deleted: Vec::new(),
             n_deleted: 0,
-            entry: NONE,
+            entry: AtomicU32::new(NONE),
+            entry_lock: Mutex::new(()),
             pending: VecDeque::new(),
+            queued: Vec::new(),
+            linking: Mutex::new(()),
             epoch: 0,
             visited_pool: Mutex::new(Vec::new()),
         }
@@ -209,43 +198,14 @@ impl Graph {
         &self.vectors[slot as usize * d..(slot as usize + 1) * d]
     }
 
+    /// The entry point (`NONE` while nothing is linked).
     #[inline]
-    fn m0(&self) -> usize {
-        self.params.m * 2
+    pub(crate) fn entry(&self) -> u32 {
+        self.entry.load(Relaxed)
     }
 
     #[inline]
-    fn links(&self, slot: u32, level: usize) -> &[u32] {
-        let block = self.link_block(slot, level);
-        &block[1..1 + block[0] as usize]
-    }
-
-    /// `[count, n1, .., n_cap]` of `slot` at `level`.
-    #[inline]
-    fn link_block(&self, slot: u32, level: usize) -> &[u32] {
-        if level == 0 {
-            let w = self.m0() + 1;
-            &self.links0[slot as usize * w..(slot as usize + 1) * w]
-        } else {
-            let w = self.params.m + 1;
-            &self.upper[slot as usize][(level - 1) * w..level * w]
-        }
-    }
-
-    fn set_links(&mut self, slot: u32, level: usize, neighbours: &[u32]) {
-        let block = if level == 0 {
-            let w = self.m0() + 1;
-            &mut self.links0[slot as usize * w..(slot as usize + 1) * w]
-        } else {
-            let w = self.params.m + 1;
-            &mut self.upper[slot as usize][(level - 1) * w..level * w]
-        };
-        block[0] = neighbours.len() as u32;
-        block[1..1 + neighbours.len()].copy_from_slice(neighbours);
-    }
-
-    #[inline]
-    fn dist(&self, q: &[f32], slot: u32) -> f32 {
+    pub(crate) fn dist(&self, q: &[f32], slot: u32) -> f32 {
         self.params.metric.distance(q, self.vector(slot))
     }
 
@@ -320,7 +280,7 @@ impl Graph {
         heap.into_sorted_vec()
     }
 
-    fn draw_level(&mut self) -> usize {
+    pub(crate) fn draw_level(&mut self) -> usize {
         // splitmix64
         self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.rng;
@@ -332,7 +292,7 @@ impl Graph {
         ((-u.ln() * mult) as usize).min(MAX_LEVEL)
     }
 
-    fn checkout_visited(&self) -> Visited {
+    pub(crate) fn checkout_visited(&self) -> Visited {
         self.visited_pool
             .lock()
             .map(|mut p| p.pop())
@@ -341,7 +301,7 @@ impl Graph {
             .unwrap_or_default()
     }
 
-    fn return_visited(&self, v: Visited) {
+    pub(crate) fn return_visited(&self, v: Visited) {
         if let Ok(mut pool) = self.visited_pool.lock() {
             pool.push(v);
         }
@@ -360,11 +320,10 @@ impl Graph {
         let exact = additional >= self.slots() / 4;
         let before = self.vectors.as_ptr();
         grow(&mut self.vectors, additional * self.params.dim, exact);
-        let link_width = self.m0() + 1;
-        grow(&mut self.links0, additional * link_width, exact);
+        self.links.reserve(additional, exact);
         grow(&mut self.levels, additional, exact);
-        grow(&mut self.upper, additional, exact);
         grow(&mut self.deleted, additional, exact);
+        grow(&mut self.queued, additional, exact);
         self.codes.reserve(additional, self.params.dim, exact);
         if self.vectors.as_ptr() != before {
             self.advise_huge_pages();
@@ -375,184 +334,18 @@ impl Graph {
     /// vectors all over the array, and 4 KiB pages make nearly every touch a TLB miss.
     pub(crate) fn advise_huge_pages(&self) {
         advise_huge_pages(&self.vectors);
-        advise_huge_pages(&self.links0);
+        advise_huge_pages(self.links.level0_buffer());
         advise_huge_pages(&self.codes.codes);
     }
 
-    /// Prepares (for cosine: normalises) and appends a vector, linking it (and anything
-    /// queued before it) into the graph. The caller has checked the length. Returns its slot.
-    pub fn insert(&mut self, vector: &[f32]) -> u32 {
-        let slot = self.push(vector);
-        self.link_pending(usize::MAX);
-        slot
-    }
-
-    /// Prepares and appends a vector and draws its level, queueing it to be linked later
-    /// (see [`Graph::link_pending`]). The caller has checked the length. Returns its slot.
-    pub fn push(&mut self, vector: &[f32]) -> u32 {
-        let slot = self.slots() as u32;
-        let level = self.draw_level();
-        let start = self.vectors.len();
-        self.vectors.extend_from_slice(vector);
-        self.params.metric.prepare(&mut self.vectors[start..]);
-        self.codes.push(&self.vectors[start..]);
-        self.levels.push(level as u8);
-        self.links0.resize(self.links0.len() + self.m0() + 1, 0);
-        self.upper
-            .push(vec![0u32; level * (self.params.m + 1)].into_boxed_slice());
-        self.deleted.push(false);
-        self.pending.push_back(slot);
-        slot
-    }
-
-    /// Links up to `max_count` queued live slots into the graph, oldest first (deleted ones
-    /// are dropped from the queue without counting). Returns how many were linked.
-    pub fn link_pending(&mut self, max_count: usize) -> usize {
-        let mut linked = 0;
-        while linked < max_count {
-            let Some(plan) = self.plan_link() else {
-                break;
-            };
-            if self.apply_link(plan) == Linked::Yes {
-                linked += 1;
-            }
-        }
-        linked
-    }
-
-    /// The queued slots not yet linked nor deleted, oldest first.
-    pub fn pending(&self) -> impl Iterator<Item = u32> + '_ {
-        self.pending
-            .iter()
-            .copied()
-            .filter(|&s| !self.deleted[s as usize])
-    }
-
-    /// Works out, without changing anything, how to link the oldest queued live slot: the
-    /// neighbour searches at every level and the pruned lists of the neighbours that link
-    /// back. This is nearly all the cost of linking, so it can run beside searches (under a
-    /// read lock); [`Graph::apply_link`] then writes the lists. `None` when nothing is queued.
-    pub fn plan_link(&self) -> Option<LinkPlan> {
-        let slot = self.pending().next()?;
-        let mut plan = LinkPlan {
-            slot,
-            epoch: self.epoch,
-            lists: Vec::new(),
-        };
-        if self.entry == NONE {
-            return Some(plan);
-        }
-        let level = self.levels[slot as usize] as usize;
-        let q = self.vector(slot);
-        let query = Query::new(q);
-        let top = self.levels[self.entry as usize] as usize;
-        let mut ep = self.greedy_descent(&query, self.entry, top, level);
-        let mut visited = self.checkout_visited();
-        // A level's search reads only that level's links, so writing the upper levels' lists
-        // first (as one-at-a-time insertion does) would not change it.
-        for lc in (0..=level.min(top)).rev() {
-            let found = self.search_layer(
-                &query,
-                &ep,
-                self.params.ef_construction,
-                lc,
-                &mut visited,
-                |_| true,
-            );
-            let chosen = self.select_neighbours(&found, self.params.m);
-            for &n in &chosen {
-                if let Some(list) = self.with_back_link(n, slot, lc) {
-                    plan.lists.push((n, lc, list));
-                }
-            }
-            plan.lists.push((slot, lc, chosen));
-            ep = found;
-        }
-        self.return_visited(visited);
-        Some(plan)
-    }
-
-    /// Writes a plan from [`Graph::plan_link`] if the graph's links and queue have not changed
-    /// since it was made (else `Linked::Stale`: plan again). A slot deleted meanwhile leaves
-    /// the queue unlinked.
-    pub fn apply_link(&mut self, plan: LinkPlan) -> Linked {
-        if plan.epoch != self.epoch {
-            return Linked::Stale;
-        }
-        while let Some(&front) = self.pending.front() {
-            if front == plan.slot {
-                break;
-            }
-            if !self.deleted[front as usize] {
-                return Linked::Stale;
-            }
-            self.pending.pop_front();
-        }
-        if self.pending.pop_front() != Some(plan.slot) {
-            return Linked::Stale;
-        }
-        self.epoch += 1;
-        if self.pending.is_empty() {
-            self.pending.shrink_to_fit(); // a drained queue holds no memory
-        }
-        if self.deleted[plan.slot as usize] {
-            return Linked::Dropped;
-        }
-        for (node, level, list) in &plan.lists {
-            self.set_links(*node, *level, list);
-        }
-        let level = self.levels[plan.slot as usize];
-        if self.entry == NONE || level > self.levels[self.entry as usize] {
-            self.entry = plan.slot;
-        }
-        Linked::Yes
-    }
-
-    /// `from`'s links at `level` once `to` joins them, pruned with the heuristic if full;
-    /// `None` if `to` is there already.
-    fn with_back_link(&self, from: u32, to: u32, level: usize) -> Option<Vec<u32>> {
-        let cap = if level == 0 { self.m0() } else { self.params.m };
-        let current = self.links(from, level);
-        if current.contains(&to) {
-            return None;
-        }
-        if current.len() < cap {
-            let mut next = current.to_vec();
-            next.push(to);
-            return Some(next);
-        }
-        let base = Query::new(self.vector(from));
-        let mut pool: Vec<Near> = current
-            .iter()
-            .chain(std::iter::once(&to))
-            .map(|&s| Near {
-                dist: self.approx(&base, s),
-                slot: s,
-            })
-            .collect();
-        pool.sort_unstable();
-        Some(self.select_neighbours(&pool, cap))
-    }
-
-    /// The neighbour-selection heuristic: walk candidates nearest first and keep one only if
-    /// it is closer to the base than to every neighbour already kept (spreads the links out).
-    fn select_neighbours(&self, sorted: &[Near], max: usize) -> Vec<u32> {
-        let mut kept: Vec<u32> = Vec::with_capacity(max);
-        for c in sorted {
-            if kept.len() >= max {
-                break;
-            }
-            let cv = Query::new(self.vector(c.slot));
-            let diverse = kept.iter().all(|&k| self.approx(&cv, k) >= c.dist);
-            if diverse {
-                kept.push(c.slot);
-            }
-        }
-        kept
-    }
-
     /// Greedy walk with ef = 1 from `top` down to `stop + 1`; returns the entry set for `stop`.
-    fn greedy_descent(&self, q: &Query, start: u32, top: usize, stop: usize) -> Vec<Near> {
+    pub(crate) fn greedy_descent(
+        &self,
+        q: &Query,
+        start: u32,
+        top: usize,
+        stop: usize,
+    ) -> Vec<Near> {
         let mut cur = Near {
             dist: self.approx(q, start),
             slot: start,
@@ -561,7 +354,7 @@ impl Graph {
             let mut improved = true;
             while improved {
                 improved = false;
-                for &n in self.links(cur.slot, level) {
+                for n in self.links.list(cur.slot, level) {
                     let d = self.approx(q, n);
                     if d < cur.dist {
                         cur = Near { dist: d, slot: n };
@@ -575,7 +368,7 @@ impl Graph {
 
     /// Best-first search of one layer. Every reachable slot may be traversed, but only those
     /// for which `collect` holds enter the result (at most `ef`, nearest first).
-    fn search_layer<F: Fn(u32) -> bool>(
+    pub(crate) fn search_layer<F: Fn(u32) -> bool>(
         &self,
         q: &Query,
         entry: &[Near],
@@ -587,7 +380,7 @@ impl Graph {
         visited.start(self.slots());
         let mut candidates: BinaryHeap<Reverse<Near>> = BinaryHeap::with_capacity(ef * 2);
         let mut results: BinaryHeap<Near> = BinaryHeap::with_capacity(ef + 1);
-        let mut fresh: Vec<u32> = Vec::with_capacity(self.m0());
+        let mut fresh: Vec<u32> = Vec::with_capacity(self.links.m0());
         for &e in entry {
             if visited.first_visit(e.slot) {
                 candidates.push(Reverse(e));
@@ -609,14 +402,13 @@ impl Graph {
                 break;
             }
             if let Some(Reverse(next)) = candidates.peek() {
-                prefetch(self.link_block(next.slot, level));
+                prefetch(self.links.block(next.slot, level));
             }
             // Mark the unseen neighbours, start loading their vectors, then measure them.
             fresh.clear();
             fresh.extend(
-                self.links(c.slot, level)
-                    .iter()
-                    .copied()
+                self.links
+                    .list(c.slot, level)
                     .filter(|&n| visited.first_visit(n)),
             );
             for &n in &fresh {
@@ -654,15 +446,16 @@ impl Graph {
         ef: usize,
         allow: F,
     ) -> Vec<Near> {
-        if self.entry == NONE || k == 0 {
+        let entry = self.entry();
+        if entry == NONE || k == 0 {
             return Vec::new();
         }
-        let top = self.levels[self.entry as usize] as usize;
+        let top = self.levels[entry as usize] as usize;
         let q = Query::new(query);
-        let ep = self.greedy_descent(&q, self.entry, top, 0);
+        let ep = self.greedy_descent(&q, entry, top, 0);
         let mut visited = self.checkout_visited();
         let found = self.search_layer(&q, &ep, ef.max(k), 0, &mut visited, |s| {
-            !self.deleted[s as usize] && allow(s)
+            !self.deleted[s as usize] && !self.queued[s as usize] && allow(s)
         });
         self.return_visited(visited);
         self.rerank(&q, k, &found)
@@ -686,13 +479,18 @@ impl Graph {
         rng: u64,
         vectors: Vec<f32>,
         levels: Vec<u8>,
-        links0: Vec<u32>,
-        upper: Vec<Box<[u32]>>,
+        links: Adjacency,
         deleted: Vec<bool>,
         entry: u32,
         pending: VecDeque<u32>,
     ) -> Graph {
         let n_deleted = deleted.iter().filter(|d| **d).count();
+        let mut queued = vec![false; levels.len()];
+        for &s in &pending {
+            if let Some(q) = queued.get_mut(s as usize) {
+                *q = true;
+            }
+        }
         let mut codes = Codes::default();
         if params.dim > 0 {
             vectors.chunks_exact(params.dim).for_each(|v| codes.push(v));
@@ -703,12 +501,14 @@ impl Graph {
             vectors,
             codes,
             levels,
-            links0,
-            upper,
+            links,
             deleted,
             n_deleted,
-            entry,
+            entry: AtomicU32::new(entry),
+            entry_lock: Mutex::new(()),
             pending,
+            queued,
+            linking: Mutex::new(()),
             epoch: 0,
             visited_pool: Mutex::new(Vec::new()),
         };
@@ -719,11 +519,11 @@ impl Graph {
     /// Checks that every link points at a slot and every count fits (used after a load).
     pub(crate) fn validate(&self) -> std::result::Result<(), String> {
         let n = self.slots();
-        let (m, m0) = (self.params.m, self.m0());
-        if self.vectors.len() != n * self.params.dim || self.links0.len() != n * (m0 + 1) {
+        let (m, m0) = (self.params.m, self.links.m0());
+        if self.vectors.len() != n * self.params.dim || self.links.slots() != n {
             return Err("array lengths disagree".into());
         }
-        if self.upper.len() != n || self.deleted.len() != n {
+        if self.deleted.len() != n {
             return Err("array lengths disagree".into());
         }
         let mut queued = vec![false; n];
@@ -733,140 +533,26 @@ impl Graph {
             }
         }
         let linked = n - self.pending.len();
-        if (linked == 0) != (self.entry == NONE)
-            || (linked > 0 && (self.entry as usize >= n || queued[self.entry as usize]))
+        let entry = self.entry();
+        if (linked == 0) != (entry == NONE)
+            || (linked > 0 && (entry as usize >= n || queued[entry as usize]))
         {
             return Err("bad entry point".into());
         }
         for s in 0..n {
             let level = self.levels[s] as usize;
-            if level > MAX_LEVEL || self.upper[s].len() != level * (m + 1) {
+            if level > MAX_LEVEL || self.links.upper_len(s) != level * (m + 1) {
                 return Err("bad level".into());
             }
             for l in 0..=level {
-                let (cap, block) = if l == 0 {
-                    (m0, &self.links0[s * (m0 + 1)..(s + 1) * (m0 + 1)])
-                } else {
-                    (m, &self.upper[s][(l - 1) * (m + 1)..l * (m + 1)])
-                };
-                let count = block[0] as usize;
-                if count > cap || block[1..1 + count].iter().any(|&x| x as usize >= n) {
+                let cap = if l == 0 { m0 } else { m };
+                let count = self.links.block(s as u32, l)[0].load(Relaxed) as usize;
+                if count > cap || self.links.list(s as u32, l).any(|x| x as usize >= n) {
                     return Err("bad link".into());
                 }
             }
         }
         Ok(())
-    }
-}
-
-/// A query with what the code distances need of it.
-pub(crate) struct Query<'a> {
-    v: &'a [f32],
-    norm: f32,
-}
-
-impl<'a> Query<'a> {
-    pub(crate) fn new(v: &'a [f32]) -> Query<'a> {
-        Query {
-            v,
-            norm: crate::distance::dot(v, v).sqrt(),
-        }
-    }
-}
-
-/// Scalar quantisation, one scale per vector: `v ≈ v̂ = scale * codes`, `codes` in -127..=127,
-/// `scale = max |v_i| / 127`. Per-vector scales need no training, so vectors can arrive one
-/// at a time; a query stays in floats (asymmetric distance). Each vector also keeps what
-/// bounds the error, so an exact scan can skip the float vectors that cannot matter.
-#[derive(Default)]
-struct Codes {
-    codes: Vec<i8>,
-    scales: Vec<f32>,
-    /// `|v̂|²`, for Euclidean distances.
-    norms: Vec<f32>,
-    /// `|v - v̂| + ROUNDING |v̂|`: by Cauchy-Schwarz `|q·v - q·v̂| <= |q| |v - v̂|`, and float
-    /// rounding of a dot product grows with `|q| |v̂|`.
-    residuals: Vec<f32>,
-    /// `||v|² - |v̂|²| + ROUNDING |v̂|²`, the rest of a Euclidean distance's error.
-    norm_gaps: Vec<f32>,
-}
-
-/// Slack for float rounding in a distance, relative to the size of the terms it sums.
-const ROUNDING: f32 = 1e-5;
-
-impl Codes {
-    fn reserve(&mut self, additional: usize, dim: usize, exact: bool) {
-        let per_slot = [
-            &mut self.scales,
-            &mut self.norms,
-            &mut self.residuals,
-            &mut self.norm_gaps,
-        ];
-        if exact {
-            self.codes.reserve_exact(additional * dim);
-            per_slot
-                .into_iter()
-                .for_each(|v| v.reserve_exact(additional));
-        } else {
-            self.codes.reserve(additional * dim);
-            per_slot.into_iter().for_each(|v| v.reserve(additional));
-        }
-    }
-
-    fn push(&mut self, v: &[f32]) {
-        let top = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
-        let scale = if top > 0.0 { top / 127.0 } else { 0.0 };
-        let inv = if top > 0.0 { 127.0 / top } else { 0.0 };
-        let start = self.codes.len();
-        // Rounded half away from zero by hand: `f32::round` is a library call per element,
-        // this vectorises.
-        self.codes.extend(v.iter().map(|x| {
-            let y = (x * inv).clamp(-127.0, 127.0);
-            (y + 0.5f32.copysign(y)) as i8
-        }));
-        let c = &self.codes[start..];
-        let (mut norm, mut exact_norm, mut residual) = (0.0f64, 0.0f64, 0.0f64);
-        for (&x, &code) in v.iter().zip(c) {
-            let approx = scale as f64 * code as f64;
-            norm += approx * approx;
-            exact_norm += x as f64 * x as f64;
-            residual += (x as f64 - approx).powi(2);
-        }
-        self.scales.push(scale);
-        self.norms.push(norm as f32);
-        let rounding = ROUNDING as f64;
-        self.residuals
-            .push((residual.sqrt() + rounding * norm.sqrt()) as f32);
-        self.norm_gaps
-            .push(((exact_norm - norm).abs() + rounding * norm) as f32);
-    }
-
-    #[inline]
-    fn of(&self, slot: usize, dim: usize) -> &[i8] {
-        &self.codes[slot * dim..(slot + 1) * dim]
-    }
-
-    #[inline]
-    fn distance(&self, metric: Metric, q: &Query, slot: usize, dim: usize) -> f32 {
-        let d = crate::distance::dot_codes(q.v, self.of(slot, dim)) * self.scales[slot];
-        match metric {
-            Metric::Euclidean => q.norm * q.norm + self.norms[slot] - 2.0 * d,
-            Metric::Cosine | Metric::DotProduct => -d,
-        }
-    }
-
-    /// How far [`Codes::distance`] can be from the float distance, float rounding included
-    /// (the per-vector part of it is folded into `residuals` and `norm_gaps`).
-    #[inline]
-    fn bound(&self, metric: Metric, q: &Query, slot: usize) -> f32 {
-        match metric {
-            Metric::Euclidean => {
-                2.0 * q.norm * self.residuals[slot]
-                    + self.norm_gaps[slot]
-                    + ROUNDING * (1.0 + q.norm * q.norm)
-            }
-            Metric::Cosine | Metric::DotProduct => q.norm * self.residuals[slot] + ROUNDING,
-        }
     }
 }
 
@@ -995,8 +681,11 @@ pub(crate) mod tests {
         let a = build(Metric::Cosine, &data);
         let b = build(Metric::Cosine, &data);
         assert_eq!(a.levels, b.levels);
-        assert_eq!(a.links0, b.links0);
-        assert_eq!(a.entry, b.entry);
+        assert_eq!(
+            a.links.level0_words().collect::<Vec<_>>(),
+            b.links.level0_words().collect::<Vec<_>>()
+        );
+        assert_eq!(a.entry(), b.entry());
     }
 
     #[test]
@@ -1036,14 +725,14 @@ pub(crate) mod tests {
         g.link_pending(100);
         let stale = g.plan_link().unwrap();
         assert_eq!(g.link_pending(1), 1);
-        let before = g.links0.clone();
+        let before: Vec<u32> = g.links.level0_words().collect();
         assert_eq!(g.apply_link(stale), Linked::Stale);
-        assert_eq!(g.links0, before);
+        assert_eq!(g.links.level0_words().collect::<Vec<_>>(), before);
         let plan = g.plan_link().unwrap();
         let slot = g.pending().next().unwrap();
         assert!(g.mark_deleted(slot));
         assert_eq!(g.apply_link(plan), Linked::Dropped);
-        assert_eq!(g.links0, before);
+        assert_eq!(g.links.level0_words().collect::<Vec<_>>(), before);
         assert_eq!(g.pending().count(), 98);
         assert_eq!(g.link_pending(usize::MAX), 98);
         assert!(g.plan_link().is_none());

@@ -7,7 +7,10 @@
 //! once (so it is searchable at once) and queues its slot; [`VectorIndex::link_pending`] links
 //! queued slots into the graph in small chunks. Every search stays exact for queued slots.
 
+pub mod adjacency;
+pub mod codes;
 pub mod graph;
+pub mod insert;
 pub mod persist;
 pub mod plan;
 pub mod postings;
@@ -214,6 +217,31 @@ impl VectorIndex {
         self.graph.apply_link(plan)
     }
 
+    /// Links up to `max_count` waiting vectors on `threads` threads, beside searches (a read
+    /// lock is enough); they stay out of graph results until [`VectorIndex::finish_batch`].
+    /// The first vector of an empty graph must be linked alone first (`link_pending(1)`).
+    pub fn link_batch(&self, max_count: usize, threads: usize) -> Vec<u32> {
+        self.graph.link_batch(max_count, threads)
+    }
+
+    /// Takes a linked batch off the waiting queue.
+    pub fn finish_batch(&mut self, batch: &[u32]) {
+        self.graph.finish_batch(batch)
+    }
+
+    /// Links every waiting vector, `threads` at a time; returns how many were linked.
+    pub fn link_all(&mut self, threads: usize) -> usize {
+        let mut linked = self.link_pending(1);
+        loop {
+            let batch = self.link_batch(usize::MAX, threads);
+            if batch.is_empty() {
+                return linked;
+            }
+            linked += batch.len();
+            self.finish_batch(&batch);
+        }
+    }
+
     /// How many live vectors wait to be linked into the graph.
     pub fn pending_len(&self) -> usize {
         self.graph.pending().count()
@@ -366,12 +394,11 @@ impl VectorIndex {
         const ALLOC: usize = 16;
         let heap = |len: usize| if len == 0 { 0 } else { len + ALLOC };
         let g = &self.graph;
-        let graph = g.links0.capacity() * 4
+        let graph = g.links.memory_bytes()
             + g.levels.capacity()
             + g.deleted.capacity()
-            + g.pending.capacity() * 4
-            + g.upper.capacity() * 16
-            + g.upper.iter().map(|u| heap(u.len() * 4)).sum::<usize>();
+            + g.queued.capacity()
+            + g.pending.capacity() * 4;
         let ids = self.ids.capacity() * 16
             + self.ids.iter().map(|s| heap(s.len())).sum::<usize>() * 2
             + self.slot_of.capacity() * (16 + 4 + 4);
@@ -521,8 +548,11 @@ mod tests {
         for v in &data {
             one_by_one.insert(v);
         }
-        assert_eq!(idx.graph.links0, one_by_one.links0);
-        assert_eq!(idx.graph.entry, one_by_one.entry);
+        assert_eq!(
+            idx.graph.links.level0_words().collect::<Vec<_>>(),
+            one_by_one.links.level0_words().collect::<Vec<_>>()
+        );
+        assert_eq!(idx.graph.entry(), one_by_one.entry());
         let mut hits = 0;
         let queries = clustered(18, 100, 32, 30);
         for q in &queries {

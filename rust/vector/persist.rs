@@ -3,7 +3,7 @@
 //! Layout, all little-endian:
 //! `magic (8) | version u32 | dim u32 | metric u8 | m u32 | ef_construction u32 | seed u64 |
 //! rng u64 | slots u64 | generation u64 | entry u32`, then per-slot arrays — vectors (f32),
-//! levels (u8), level-0 links, upper links, tombstones (u8), the queue of slots not yet linked
+//! levels (u8), level-0 links, upper links, parents (u32, see `insert`), tombstones (u8), the queue of slots not yet linked
 //! (count u64, slots u32), ids, metadata records — and a checksum of everything before it. Saves go to a temporary file renamed over the old one.
 
 use std::fs;
@@ -13,12 +13,13 @@ use std::path::Path;
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
 use crate::filter::{Record, Scalar, Value};
+use crate::vector::adjacency::Adjacency;
 use crate::vector::graph::{advise_huge_pages, Graph, Params};
 use crate::vector::records::RecordTable;
 use crate::vector::VectorIndex;
 
 const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Writes `index` to `path` atomically, tagged with the database `generation` it reflects.
 pub fn save(index: &VectorIndex, path: &Path, generation: u64) -> Result<()> {
@@ -59,9 +60,10 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64)> {
 /// no hold on the index.
 pub fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
     let g = &index.graph;
+    let _linking = g.linking.lock(); // no half-linked batch in the file
     let p = g.params();
     let mut w = Writer(Vec::with_capacity(
-        g.vectors.len() * 4 + g.links0.len() * 4 + 1024,
+        g.vectors.len() * 4 + g.slots() * (4 * p.m + 2) * 4 + 1024,
     ));
     w.0.extend_from_slice(MAGIC);
     w.u32(FORMAT_VERSION);
@@ -73,14 +75,12 @@ pub fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
     w.u64(g.rng);
     w.u64(g.slots() as u64);
     w.u64(generation);
-    w.u32(g.entry);
+    w.u32(g.entry());
     w.words(&g.vectors);
     w.0.extend_from_slice(&g.levels);
-    w.words(&g.links0);
-    g.upper
-        .iter()
-        .flat_map(|u| u.iter())
-        .for_each(|&x| w.u32(x));
+    g.links.level0_words().for_each(|x| w.u32(x));
+    g.links.upper_words().for_each(|x| w.u32(x));
+    g.links.parent_words().for_each(|x| w.u32(x));
     w.0.extend(g.deleted.iter().map(|&d| d as u8));
     w.u64(g.pending.len() as u64);
     g.pending.iter().for_each(|&s| w.u32(s));
@@ -132,7 +132,14 @@ fn decode(bytes: &[u8]) -> Result<(VectorIndex, u64)> {
     let links0 = r.u32s(slots * (2 * m + 1))?;
     let mut upper = Vec::with_capacity(slots);
     for &level in &levels {
-        upper.push(r.u32s(level as usize * (m + 1))?.into_boxed_slice());
+        upper.push(r.u32s(level as usize * (m + 1))?);
+    }
+    let parent = r.u32s(slots)?;
+    if parent
+        .iter()
+        .any(|&p| p as usize >= slots && p != crate::vector::graph::NONE)
+    {
+        return Err(corrupt("bad parent"));
     }
     let deleted: Vec<bool> = r.take(slots)?.iter().map(|&b| b != 0).collect();
     let queued = usize::try_from(r.u64()?).map_err(|_| corrupt("bad count"))?;
@@ -155,7 +162,14 @@ fn decode(bytes: &[u8]) -> Result<(VectorIndex, u64)> {
         return Err(corrupt("trailing bytes"));
     }
     let graph = Graph::from_parts(
-        params, rng, vectors, levels, links0, upper, deleted, entry, pending,
+        params,
+        rng,
+        vectors,
+        levels,
+        Adjacency::from_words(m, links0, upper, parent),
+        deleted,
+        entry,
+        pending,
     );
     graph.validate().map_err(|e| corrupt(&e))?;
     Ok((VectorIndex::from_graph(graph, ids, records), generation))
@@ -390,8 +404,11 @@ mod tests {
         let queued = a.pending_len();
         assert_eq!(a.link_pending(usize::MAX), queued);
         assert_eq!(b.link_pending(usize::MAX), queued);
-        assert_eq!(a.graph.links0, b.graph.links0);
-        assert_eq!(a.graph.entry, b.graph.entry);
+        assert_eq!(
+            a.graph.links.level0_words().collect::<Vec<_>>(),
+            b.graph.links.level0_words().collect::<Vec<_>>()
+        );
+        assert_eq!(a.graph.entry(), b.graph.entry());
     }
 
     #[test]

@@ -78,6 +78,29 @@ LINK_CHUNK = 64
 LINK_IDLE_WAIT = 5.0
 # The linker thread's niceness: it links with CPU time nothing else wants.
 LINKER_NICE = 19
+# A backlog of at least this many waiting vectors is linked at once, on every core, by the
+# call that brought it (a bulk upsert, a catch-up, a rebuild): no search scans it for long.
+# Fewer are left to the background linker.
+BULK_LINK_FROM = 1_000
+# The environment variable naming how many threads link a bulk backlog.
+THREADS_ENV = "THREADRECALL_THREADS"
+
+
+def _default_threads() -> int:
+    """Threads for bulk linking: ``THREADRECALL_THREADS``, else the cores this process may use."""
+    value = os.environ.get(THREADS_ENV)
+    if value is not None:
+        try:
+            threads = int(value)
+        except ValueError:
+            threads = 0
+        if threads < 1:
+            raise ConfigurationError(f"{THREADS_ENV} must be a positive integer, got {value!r}")
+        return threads
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _weakly(method: Callable[[], None]) -> Callable[[], None]:
@@ -222,8 +245,10 @@ class HnswVectorStore(AsyncTwins):
     >>> store.link("docs")  # link the waiting vectors into the graph now
     >>> store.close()
 
-    With ``background_linking`` (the default) a daemon thread links new vectors into the graph
-    while the store is open; without it they wait for ``link()`` (searches are exact either way).
+    With ``background_linking`` (the default) a bulk write is linked into the graph on
+    ``threads`` threads before it returns, and a daemon thread links the few vectors of small
+    writes while the store is open; without it they all wait for ``link()`` (searches are exact
+    either way).
 
     Args:
         storage: a ``DuckDBStorage``, a ``Database``, a database path, or ``None`` for an
@@ -234,6 +259,8 @@ class HnswVectorStore(AsyncTwins):
         ef_construction: the candidate list while linking (more: a better graph, slower writes).
         ef_search: the candidate list while searching; ``None`` lets the planner choose.
         background_linking: link new vectors in a daemon thread.
+        threads: threads that link a bulk write (``BULK_LINK_FROM`` vectors or more waiting)
+            before it returns; ``None``: ``THREADRECALL_THREADS``, else every available core.
     """
 
     def __new__(cls, storage: Any = None, **settings: Any) -> HnswVectorStore:
@@ -260,19 +287,24 @@ class HnswVectorStore(AsyncTwins):
         ef_construction: int = 200,
         ef_search: int | None = None,
         background_linking: bool = True,
+        threads: int | None = None,
     ) -> None:
-        settings = (m, ef_construction, ef_search, background_linking)
+        settings = (m, ef_construction, ef_search, background_linking, threads)
         if hasattr(self, "_settings"):  # this database's store is already open: share it
             if settings != self._settings:
                 self.close()
                 raise ConfigurationError(
                     "an HnswVectorStore with other settings is already open on this database; "
-                    "open it with the same m, ef_construction, ef_search and background_linking")
+                    "open it with the same m, ef_construction, ef_search, background_linking "
+                    "and threads")
             return
         try:
             for label, value in (("m", m), ("ef_construction", ef_construction)):
                 if not _is_int(value) or value < 1:
                     raise InvalidArgumentError(f"{label} must be a positive integer, got {value!r}")
+            if threads is not None and (not _is_int(threads) or threads < 1):
+                raise InvalidArgumentError(f"threads must be a positive integer or None, got {threads!r}")
+            self.threads = _default_threads() if threads is None else threads
             if ef_search is not None and (not _is_int(ef_search) or ef_search < 1):
                 raise InvalidArgumentError(
                     f"ef_search must be a positive integer or None, got {ef_search!r}")
@@ -610,8 +642,7 @@ class HnswVectorStore(AsyncTwins):
             self._info(name)
             indexes = [self._load(name).index]
         for index in indexes:
-            while index.link_pending(LINK_CHUNK):
-                pass
+            index.link_all(self.threads)
 
     def flush(self) -> None:
         """Save every index whose file lags behind the database or the linking (vectors
@@ -710,6 +741,7 @@ class HnswVectorStore(AsyncTwins):
             if replaced:  # rebuilt or deleted by another thread meanwhile
                 return self._current(name)
             if not moved:
+                self._link_backlog(loaded)
                 self._wake_linker()
                 return loaded
 
@@ -721,6 +753,7 @@ class HnswVectorStore(AsyncTwins):
             _add_stored(loaded.index, ids, rows, texts)
             loaded.remember(ids, texts)
             self._advance(name, loaded, generation, len(ids))
+        self._link_backlog(loaded)
         self._wake_linker()
 
     def _apply_delete(self, name, generation, ids) -> None:
@@ -732,6 +765,13 @@ class HnswVectorStore(AsyncTwins):
             for i in ids:
                 loaded.metadata.pop(i, None)
             self._advance(name, loaded, generation, len(ids))
+
+    def _link_backlog(self, loaded: _Loaded) -> None:
+        """Link a large backlog now, on ``threads`` threads (searches go on beside it); a
+        small one is left to the background linker. Without background linking everything
+        waits for ``link()``."""
+        if self._linker is not None and loaded.index.pending >= BULK_LINK_FROM:
+            loaded.index.link_all(self.threads)
 
     def _wake_linker(self) -> None:
         if self._linker is not None:
@@ -804,6 +844,7 @@ class HnswVectorStore(AsyncTwins):
             if loaded is not None:
                 return loaded
             loaded = self._loaded[name] = self._open(name)
+            self._link_backlog(loaded)
             if loaded.saved is None:  # rebuilt: its file is written at once
                 self._save(name, loaded)
         self._wake_linker()  # a loaded file or a rebuild may bring vectors to link

@@ -1,0 +1,116 @@
+//! The vectors as int8 codes, one scale per vector, with what bounds each code distance's
+//! error: graph walks measure codes (a quarter of the bytes of the float vectors), and the
+//! bounds tell a re-rank which float vectors can still matter.
+
+use crate::distance::Metric;
+
+/// A query with what the code distances need of it.
+pub(crate) struct Query<'a> {
+    pub(crate) v: &'a [f32],
+    pub(crate) norm: f32,
+}
+
+impl<'a> Query<'a> {
+    pub(crate) fn new(v: &'a [f32]) -> Query<'a> {
+        Query {
+            v,
+            norm: crate::distance::dot(v, v).sqrt(),
+        }
+    }
+}
+
+/// Scalar quantisation, one scale per vector: `v ≈ v̂ = scale * codes`, `codes` in -127..=127,
+/// `scale = max |v_i| / 127`. Per-vector scales need no training, so vectors can arrive one
+/// at a time; a query stays in floats (asymmetric distance). Each vector also keeps what
+/// bounds the error, so an exact scan can skip the float vectors that cannot matter.
+#[derive(Default)]
+pub(crate) struct Codes {
+    pub(crate) codes: Vec<i8>,
+    pub(crate) scales: Vec<f32>,
+    /// `|v̂|²`, for Euclidean distances.
+    pub(crate) norms: Vec<f32>,
+    /// `|v - v̂| + ROUNDING |v̂|`: by Cauchy-Schwarz `|q·v - q·v̂| <= |q| |v - v̂|`, and float
+    /// rounding of a dot product grows with `|q| |v̂|`.
+    pub(crate) residuals: Vec<f32>,
+    /// `||v|² - |v̂|²| + ROUNDING |v̂|²`, the rest of a Euclidean distance's error.
+    pub(crate) norm_gaps: Vec<f32>,
+}
+
+/// Slack for float rounding in a distance, relative to the size of the terms it sums.
+const ROUNDING: f32 = 1e-5;
+
+impl Codes {
+    pub(crate) fn reserve(&mut self, additional: usize, dim: usize, exact: bool) {
+        let per_slot = [
+            &mut self.scales,
+            &mut self.norms,
+            &mut self.residuals,
+            &mut self.norm_gaps,
+        ];
+        if exact {
+            self.codes.reserve_exact(additional * dim);
+            per_slot
+                .into_iter()
+                .for_each(|v| v.reserve_exact(additional));
+        } else {
+            self.codes.reserve(additional * dim);
+            per_slot.into_iter().for_each(|v| v.reserve(additional));
+        }
+    }
+
+    pub(crate) fn push(&mut self, v: &[f32]) {
+        let top = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        let scale = if top > 0.0 { top / 127.0 } else { 0.0 };
+        let inv = if top > 0.0 { 127.0 / top } else { 0.0 };
+        let start = self.codes.len();
+        // Rounded half away from zero by hand: `f32::round` is a library call per element,
+        // this vectorises.
+        self.codes.extend(v.iter().map(|x| {
+            let y = (x * inv).clamp(-127.0, 127.0);
+            (y + 0.5f32.copysign(y)) as i8
+        }));
+        let c = &self.codes[start..];
+        let (mut norm, mut exact_norm, mut residual) = (0.0f64, 0.0f64, 0.0f64);
+        for (&x, &code) in v.iter().zip(c) {
+            let approx = scale as f64 * code as f64;
+            norm += approx * approx;
+            exact_norm += x as f64 * x as f64;
+            residual += (x as f64 - approx).powi(2);
+        }
+        self.scales.push(scale);
+        self.norms.push(norm as f32);
+        let rounding = ROUNDING as f64;
+        self.residuals
+            .push((residual.sqrt() + rounding * norm.sqrt()) as f32);
+        self.norm_gaps
+            .push(((exact_norm - norm).abs() + rounding * norm) as f32);
+    }
+
+    #[inline]
+    pub(crate) fn of(&self, slot: usize, dim: usize) -> &[i8] {
+        &self.codes[slot * dim..(slot + 1) * dim]
+    }
+
+    #[inline]
+    pub(crate) fn distance(&self, metric: Metric, q: &Query, slot: usize, dim: usize) -> f32 {
+        let d = crate::distance::dot_codes(q.v, self.of(slot, dim)) * self.scales[slot];
+        match metric {
+            Metric::Euclidean => q.norm * q.norm + self.norms[slot] - 2.0 * d,
+            Metric::Cosine | Metric::DotProduct => -d,
+        }
+    }
+
+    /// How far [`Codes::distance`] can be from the float distance, float rounding included
+    /// (the per-vector part of it is folded into `residuals` and `norm_gaps`).
+    #[inline]
+    pub(crate) fn bound(&self, metric: Metric, q: &Query, slot: usize) -> f32 {
+        match metric {
+            Metric::Euclidean => {
+                2.0 * q.norm * self.residuals[slot]
+                    + self.norm_gaps[slot]
+                    + ROUNDING * (1.0 + q.norm * q.norm)
+            }
+            Metric::Cosine | Metric::DotProduct => q.norm * self.residuals[slot] + ROUNDING,
+        }
+    }
+}
