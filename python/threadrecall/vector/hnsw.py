@@ -534,24 +534,34 @@ class HnswVectorStore(AsyncTwins):
         if not hits:
             return []
         loaded = self._loaded[name]
+        vectors: dict[str, Any] = {}
         if include_vector:
-            found = {r[0]: (r[1], r[2]) for r in self.rows.fetch(name, [h[0] for h in hits], vectors=True)}
+            rows = self.rows.fetch(name, [h[0] for h in hits], vectors=True)
+            vectors = {r[0]: r[2] for r in rows}
+            texts = {r[0]: r[1] for r in rows}
+            found = [(i, score, texts.get(i)) for i, score in hits]
         else:
-            found = {i: (loaded.metadata[i], None) for i, _ in hits if i in loaded.metadata}
-            missing = [i for i, _ in hits if i not in found]
+            found = [(i, score, loaded.metadata.get(i)) for i, score in hits]
+            missing = [i for i, _, text in found if text is None]
             if missing:
                 rows = self.rows.fetch(name, missing)
-                found.update((r[0], (r[1], None)) for r in rows)
+                fetched = {r[0]: r[1] for r in rows}
+                found = [(i, score, fetched.get(i) if text is None else text) for i, score, text in found]
                 if not self.rows.in_transaction:  # only committed texts are remembered
                     with self._lock:
-                        loaded.remember([r[0] for r in rows], [r[1] for r in rows])
+                        loaded.remember(list(fetched), list(fetched.values()))
+        found = [hit for hit in found if hit[2] is not None]  # the others were deleted since
+        # One decode for every hit's metadata, and results built without the frozen
+        # dataclass's per-field checks: both cost more than the search itself otherwise.
+        metadata = json.loads("[" + ",".join([text for _, _, text in found]) + "]")
         results = []
-        for hit_id, score in hits:
-            if hit_id not in found:  # deleted since the search
-                continue
-            text, vec = found[hit_id]
-            vector = None if vec is None else np.frombuffer(bytes(vec), dtype="<f4").astype(np.float32)
-            results.append(QueryResult(id=hit_id, score=float(score), metadata=json.loads(text), vector=vector))
+        new = object.__new__
+        for (hit_id, score, _), meta in zip(found, metadata):
+            vec = vectors.get(hit_id)
+            result = new(QueryResult)
+            result.__dict__.update(id=hit_id, score=float(score), metadata=meta, vector=None if vec is None
+                                   else np.frombuffer(bytes(vec), dtype="<f4").astype(np.float32))
+            results.append(result)
         return results
 
     def search_ids(self, name: str, vector: Any, *, top_k: int = 10,
