@@ -94,9 +94,9 @@ def test_remove_and_remove_where_and_get_vector():
 def test_save_load_round_trip_and_corruption(tmp_path):
     ix, data, _ = filled(n=800)
     path = tmp_path / "x.hnsw"
-    ix.save(str(path), 17)
-    back, generation = VectorIndex.load(str(path))
-    assert generation == 17 and len(back) == len(ix) and back.dim == 24 and back.metric == "cosine"
+    ix.save(str(path), 17, "db-1")
+    back, generation, origin = VectorIndex.load(str(path))
+    assert generation == 17 and origin == "db-1" and len(back) == len(ix) and back.dim == 24 and back.metric == "cosine"
     for q in clustered(11, 5, 24):
         assert back.search(q, 10, ef=32) == ix.search(q, 10, ef=32)
     raw = path.read_bytes()

@@ -98,7 +98,7 @@ def test_close_and_reopen_with_a_backlog_gives_identical_results(tmp_path):
         before = answers(store, queries)
         scoped = [[r.id for r in store.query("docs", q, filter={"thread_id": "t9"})] for q in queries]
         path = store.index_path("docs")
-    saved, _ = VectorIndex.load(str(path))
+    saved, _, _ = VectorIndex.load(str(path))
     assert saved.pending == N - 4000 - 1  # the queue was saved, minus the deleted one
     with HnswVectorStore(db, background_linking=False) as store:
         assert answers(store, queries) == before
@@ -203,7 +203,7 @@ def test_linker_saves_a_lagging_index_file_when_idle_and_writers_never_do(tmp_pa
     # never the writing thread, and only once the backlog is linked (a write arriving
     # mid-chunk is not idleness)
     assert set(saves) == {("threadrecall-linker", 0)}
-    saved, generation = VectorIndex.load(str(store.index_path("docs")))
+    saved, generation, _ = VectorIndex.load(str(store.index_path("docs")))
     assert len(saved) == 2000 and generation == loaded.generation
     store.close()
 
@@ -212,7 +212,7 @@ def test_without_a_linker_the_writer_saves_once_enough_changed(tmp_path, monkeyp
     monkeypatch.setattr("threadrecall.vector.hnsw.SAVE_AFTER_CHANGES", 1500)
     with HnswVectorStore(tmp_path / "m.duckdb", background_linking=False) as store:
         fill(store, unit(9, 2000))  # seed 9: two batches of 1,000, so saved after the second
-        saved, _ = VectorIndex.load(str(store.index_path("docs")))
+        saved, _, _ = VectorIndex.load(str(store.index_path("docs")))
         assert len(saved) == 2000
 
 
@@ -223,10 +223,10 @@ class _HeldSave:
         self._index = index
         self.started, self.go_on = threading.Event(), threading.Event()
 
-    def save(self, path: str, generation: int) -> int:
+    def save(self, path: str, generation: int, origin: str) -> int:
         self.started.set()
         assert self.go_on.wait(30)
-        return self._index.save(path, generation)
+        return self._index.save(path, generation, origin)
 
     def __getattr__(self, name: str):
         return getattr(self._index, name)
@@ -262,7 +262,7 @@ def test_writes_go_on_while_an_index_file_is_being_written(tmp_path, monkeypatch
     writer.join()
     assert done_during_save and len(written[0]) == 1000
     path = store.index_path("docs")
-    _, generation = VectorIndex.load(str(path))
+    _, generation, _ = VectorIndex.load(str(path))
     assert generation < loaded.generation  # tagged as of the save's start; it may hold more
     early = path.read_bytes()
     store.close()
@@ -307,6 +307,6 @@ def test_a_failed_save_is_logged_and_linking_goes_on(tmp_path, monkeypatch, capl
         # the linker survived: the new vectors are linked, and the retried save lands
         assert wait_for(lambda: loaded.index.pending == 0 and not loaded.stale)
     assert "saving an index file failed: No space left on device" in caplog.text
-    saved, _ = VectorIndex.load(str(store.index_path("docs")))
+    saved, _, _ = VectorIndex.load(str(store.index_path("docs")))
     assert len(saved) == 2000
     store.close()

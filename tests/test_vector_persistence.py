@@ -92,6 +92,40 @@ def test_lagging_file_is_caught_up(tmp_path):
         assert store.query("docs", extra[2], top_k=1)[0].id == "new2"
 
 
+def fill(path, prefix: str, seed: int) -> list:
+    """One index of 300 vectors written in three upserts (generation 3), and its answers."""
+    with HnswVectorStore(path) as store:
+        store.create_index("docs", DIM)
+        data = unit(seed, 300)
+        for start in range(0, 300, 100):
+            store.upsert("docs", data[start:start + 100], ids=[f"{prefix}{i}" for i in range(start, start + 100)],
+                         metadata=[{"thread_id": f"t{i % 3}"} for i in range(start, start + 100)])
+        assert store.describe_index("docs").count == 300
+        return answers(store, unit(103, 8))
+
+
+def test_an_index_file_of_another_database_is_rebuilt_not_trusted(tmp_path):
+    theirs, ours = tmp_path / "theirs.duckdb", tmp_path / "ours.duckdb"
+    fill(theirs, "a", seed=1)
+    want = fill(ours, "b", seed=2)
+    # Same index name, same generation: only the file's origin tells them apart.
+    (tmp_path / "ours.duckdb.docs.hnsw").write_bytes((tmp_path / "theirs.duckdb.docs.hnsw").read_bytes())
+    with HnswVectorStore(ours) as store:
+        assert answers(store, unit(103, 8)) == want
+
+
+def test_the_file_of_an_earlier_index_of_the_same_name_is_not_trusted(tmp_path):
+    db = tmp_path / "m.duckdb"
+    fill(db, "a", seed=1)
+    earlier = (tmp_path / "m.duckdb.docs.hnsw").read_bytes()
+    with HnswVectorStore(db) as store:
+        store.delete_index("docs")
+    want = fill(db, "b", seed=2)
+    (tmp_path / "m.duckdb.docs.hnsw").write_bytes(earlier)
+    with HnswVectorStore(db) as store:
+        assert answers(store, unit(103, 8)) == want
+
+
 @pytest.mark.parametrize("file_from", ["before the deletions", "between deletion and re-adding"])
 def test_a_lagging_file_catches_up_ids_deleted_and_added_again(tmp_path, file_from):
     db = tmp_path / "m.duckdb"
@@ -191,7 +225,7 @@ def test_store_of_float_list_vectors_opens_with_the_same_answers(tmp_path, file_
     if file_at is not None:
         index = _core.VectorIndex(DIM, "cosine", m=16, ef_construction=200)
         index.add(ids[:200], data[:200], metadata[:200])
-        index.save(f"{old}.docs.hnsw", file_at)
+        index.save(f"{old}.docs.hnsw", file_at, "")
     with HnswVectorStore(old) as store:
         assert answers(store, queries) == want
         assert store.describe_index("docs").count == 300

@@ -161,11 +161,12 @@ class VectorIndex:
         """``search`` for every row of a float32 ``(n, dim)`` array."""
     def get_vector(self, id: str) -> Any | None:
         """The stored float32 vector (unit length for cosine), or None."""
-    def save(self, path: str | Any, generation: int) -> int:
-        """Write atomically (temp file + rename), tagged with the database generation; the
-        index is held only while copied. Return how many vectors the file holds unlinked."""
+    def save(self, path: str | Any, generation: int, origin: str) -> int:
+        """Write atomically (temp file + rename), tagged with the database generation and the
+        index's origin there; the index is held only while copied. Return how many vectors the
+        file holds unlinked."""
     @staticmethod
-    def load(path: str | Any) -> tuple[VectorIndex, int]:
+    def load(path: str | Any) -> tuple[VectorIndex, int, str]:
         """Read an index file; raise IndexCorruptError if it is damaged or foreign."""
     def memory_bytes(self) -> list[tuple[str, int]]:
         """Estimated resident bytes by part: vectors, graph, ids, metadata."""

@@ -280,26 +280,35 @@ impl PyVectorIndex {
         self.read(py, |ix| ix.contains(id))
     }
 
-    /// Writes the index atomically to `path`, tagged with the database `generation`.
+    /// Writes the index atomically to `path`, tagged with the database `generation` and the
+    /// index's `origin` there.
     /// The index is held only while it is copied, not while the file is written. Returns how
     /// many vectors the file holds as waiting to be linked.
-    fn save(&self, py: Python<'_>, path: PathBuf, generation: u64) -> PyResult<usize> {
-        let (bytes, pending) =
-            self.read(py, |ix| (persist::encode(ix, generation), ix.pending_len()));
+    fn save(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        generation: u64,
+        origin: &str,
+    ) -> PyResult<usize> {
+        let (bytes, pending) = self.read(py, |ix| {
+            (persist::encode(ix, generation, origin), ix.pending_len())
+        });
         py.detach(|| persist::write(&path, &bytes))?;
         Ok(pending)
     }
 
-    /// Reads an index file: returns `(index, generation)`; raises IndexCorruptError.
+    /// Reads an index file: returns `(index, generation, origin)`; raises IndexCorruptError.
     #[staticmethod]
-    fn load(py: Python<'_>, path: PathBuf) -> PyResult<(Self, u64)> {
-        let (index, generation) = py.detach(|| persist::load(&path))?;
+    fn load(py: Python<'_>, path: PathBuf) -> PyResult<(Self, u64, String)> {
+        let (index, generation, origin) = py.detach(|| persist::load(&path))?;
         Ok((
             PyVectorIndex {
                 inner: RwLock::new(index),
                 writers: AtomicUsize::new(0),
             },
             generation,
+            origin.into(),
         ))
     }
 

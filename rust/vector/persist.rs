@@ -2,7 +2,7 @@
 //!
 //! Layout, all little-endian:
 //! `magic (8) | version u32 | dim u32 | metric u8 | m u32 | ef_construction u32 | seed u64 |
-//! rng u64 | slots u64 | generation u64 | entry u32`, then per-slot arrays — vectors (f32),
+//! rng u64 | slots u64 | generation u64 | origin (str) | entry u32`, then per-slot arrays — vectors (f32),
 //! levels (u8), level-0 links, upper links, parents (u32, see `insert`), tombstones (u8), the queue of slots not yet linked
 //! (count u64, slots u32), ids, metadata records — and a checksum of everything before it. Saves go to a temporary file renamed over the old one.
 
@@ -19,11 +19,12 @@ use crate::vector::records::RecordTable;
 use crate::vector::VectorIndex;
 
 const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
-/// Writes `index` to `path` atomically, tagged with the database `generation` it reflects.
-pub fn save(index: &VectorIndex, path: &Path, generation: u64) -> Result<()> {
-    write(path, &encode(index, generation))
+/// Writes `index` to `path` atomically, tagged with the database `generation` it reflects
+/// and the `origin` of the index in that database (which database, which creation of it).
+pub fn save(index: &VectorIndex, path: &Path, generation: u64, origin: &str) -> Result<()> {
+    write(path, &encode(index, generation, origin))
 }
 
 /// Writes encoded bytes to `path` atomically: to a temporary file, synced, then renamed. A
@@ -49,16 +50,16 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Reads an index file back; anything truncated, foreign or of another version is
-/// `IndexCorrupt`. Returns the index and the generation it was saved with.
-pub fn load(path: &Path) -> Result<(VectorIndex, u64)> {
+/// `IndexCorrupt`. Returns the index and the generation and origin it was saved with.
+pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
     let bytes = fs::read(path)
         .map_err(|e| CoreError::Io(format!("cannot read {}: {e}", path.display())))?;
     decode(&bytes)
 }
 
-/// The file's bytes for `index` tagged with `generation`: a copy, so writing it to disk needs
-/// no hold on the index.
-pub fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
+/// The file's bytes for `index` tagged with `generation` and `origin`: a copy, so writing it
+/// to disk needs no hold on the index.
+pub fn encode(index: &VectorIndex, generation: u64, origin: &str) -> Vec<u8> {
     let g = &index.graph;
     let _linking = g.linking.lock(); // no half-linked batch in the file
     let p = g.params();
@@ -75,6 +76,7 @@ pub fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
     w.u64(g.rng);
     w.u64(g.slots() as u64);
     w.u64(generation);
+    w.str(origin);
     w.u32(g.entry());
     w.words(&g.vectors);
     w.0.extend_from_slice(&g.levels);
@@ -98,7 +100,7 @@ pub fn encode(index: &VectorIndex, generation: u64) -> Vec<u8> {
     w.0
 }
 
-fn decode(bytes: &[u8]) -> Result<(VectorIndex, u64)> {
+fn decode(bytes: &[u8]) -> Result<(VectorIndex, u64, Box<str>)> {
     if bytes.len() < MAGIC.len() + 8 || &bytes[..MAGIC.len()] != MAGIC {
         return Err(corrupt("not a threadrecall index file"));
     }
@@ -126,6 +128,7 @@ fn decode(bytes: &[u8]) -> Result<(VectorIndex, u64)> {
     let rng = r.u64()?;
     let slots = usize::try_from(r.u64()?).map_err(|_| corrupt("bad count"))?;
     let generation = r.u64()?;
+    let origin = r.str()?;
     let entry = r.u32()?;
     let vectors = r.f32s(slots.checked_mul(dim).ok_or_else(|| corrupt("bad count"))?)?;
     let levels = r.take(slots)?.to_vec();
@@ -172,7 +175,11 @@ fn decode(bytes: &[u8]) -> Result<(VectorIndex, u64)> {
         pending,
     );
     graph.validate().map_err(|e| corrupt(&e))?;
-    Ok((VectorIndex::from_graph(graph, ids, records), generation))
+    Ok((
+        VectorIndex::from_graph(graph, ids, records),
+        generation,
+        origin,
+    ))
 }
 
 fn corrupt(why: &str) -> CoreError {
@@ -374,9 +381,9 @@ mod tests {
     fn save_then_load_gives_identical_results() {
         let (idx, data) = sample();
         let path = temp("a.hnsw");
-        save(&idx, &path, 42).unwrap();
-        let (back, generation) = load(&path).unwrap();
-        assert_eq!(generation, 42);
+        save(&idx, &path, 42, "db-1").unwrap();
+        let (back, generation, origin) = load(&path).unwrap();
+        assert_eq!((generation, &*origin), (42, "db-1"));
         assert_eq!(back.len(), idx.len());
         let f = Filter::vector(&Input::Map(vec![("flag".into(), Input::Bool(true))])).unwrap();
         for q in data.iter().step_by(37) {
@@ -415,7 +422,7 @@ mod tests {
     fn truncated_foreign_or_other_version_files_are_corrupt() {
         let (idx, _) = sample();
         let path = temp("b.hnsw");
-        save(&idx, &path, 1).unwrap();
+        save(&idx, &path, 1, "db").unwrap();
         let good = fs::read(&path).unwrap();
         let cases: Vec<Vec<u8>> = vec![
             good[..good.len() / 2].to_vec(),
@@ -447,8 +454,8 @@ mod tests {
     fn empty_index_round_trips_and_missing_file_is_an_io_error() {
         let idx = VectorIndex::new(3, Metric::Cosine, 16, 200, 0).unwrap();
         let path = temp("c.hnsw");
-        save(&idx, &path, 0).unwrap();
-        let (back, _) = load(&path).unwrap();
+        save(&idx, &path, 0, "db").unwrap();
+        let (back, _, _) = load(&path).unwrap();
         assert!(back.is_empty());
         assert!(matches!(load(&temp("missing.hnsw")), Err(CoreError::Io(_))));
     }

@@ -7,9 +7,11 @@ of it, kept in memory.
 
 Over DuckDB (one process per file) the graph follows this process's commits, and is saved
 beside the database as ``<db path>.<index name>.hnsw`` tagged with the generation it
-reflects. On first use an index file is loaded if its generation matches, caught up if it lags
-(rows written and ids deleted after its generation are replayed), and rebuilt if it is missing
-or unreadable.
+reflects and the index's origin (a random id given when the index was created in this
+database). On first use an index file is loaded if its generation matches, caught up if it lags
+(rows written and ids deleted after its generation are replayed), and rebuilt if it is missing,
+unreadable, or of another origin: a file copied from another database, or left by an earlier
+index of the same name, is never trusted.
 Over PostgreSQL (any number of processes) each process builds its graph from the rows in the
 database on first use, and before each search brings it up to date with one query: the
 index's generation and what changed since the graph's (see ``rows_postgres``). No index file
@@ -821,7 +823,8 @@ class HnswVectorStore(AsyncTwins):
         # its tag says (a catch-up replays the rest harmlessly), never less.
         part = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.part")
         try:
-            pending = loaded.index.save(str(part), generation)  # a failed save leaves no file
+            # a failed save leaves no file
+            pending = loaded.index.save(str(part), generation, self.rows.origin(name) or "")
         except OSError as exc:
             raise StorageError(f"cannot save the index file {path}: {exc}") from exc
         with self._lock:
@@ -869,11 +872,12 @@ class HnswVectorStore(AsyncTwins):
                 "rebuilt from the database)")
         if path is not None and path.exists():
             try:
-                index, file_generation = _core.VectorIndex.load(str(path))
+                index, file_generation, file_origin = _core.VectorIndex.load(str(path))
             except (IndexCorruptError, OSError):
                 index = None
             if (
                 index is not None
+                and file_origin == self.rows.origin(name)  # this database's, this creation's
                 and index.dim == dimension
                 and index.metric == metric
                 and file_generation <= generation

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -89,6 +90,15 @@ def _pack_vectors(tx: Any) -> None:
     tx.execute("ALTER TABLE vector_rows_packed RENAME TO vector_rows")
 
 
+def _give_origins(tx: Any) -> None:
+    """Each index gets an origin, a random id naming this creation of it in this database;
+    index files carry it, so a file of another database or an earlier creation is never
+    taken for this one's."""
+    tx.execute("ALTER TABLE vector_indexes ADD COLUMN origin TEXT")
+    for (name,) in tx.execute("SELECT name FROM vector_indexes").fetchall():
+        tx.execute("UPDATE vector_indexes SET origin = ? WHERE name = ?", [str(uuid.uuid4()), name])
+
+
 MIGRATIONS = [
     """CREATE TABLE vector_indexes (
         name TEXT PRIMARY KEY,
@@ -127,6 +137,7 @@ MIGRATIONS = [
     DROP TABLE vector_rows;
     ALTER TABLE vector_rows_plain RENAME TO vector_rows;
     """,
+    _give_origins,
 ]
 
 
@@ -166,6 +177,10 @@ class DuckDBRows:
             "SELECT dimension, metric, generation FROM vector_indexes WHERE name = ?", [name]
         ).fetchone()
 
+    def origin(self, name: str) -> str | None:
+        """Which creation of the index this is (a random id given when it was created)."""
+        row = self.db.cursor().execute("SELECT origin FROM vector_indexes WHERE name = ?", [name]).fetchone()
+        return None if row is None else row[0]
 
     def names(self) -> list[str]:
         rows = self.db.cursor().execute("SELECT name FROM vector_indexes ORDER BY name").fetchall()
@@ -182,7 +197,8 @@ class DuckDBRows:
             row = tx.execute("SELECT dimension FROM vector_indexes WHERE name = ?", [name]).fetchone()
             if row is not None:
                 return row[0]
-            tx.execute("INSERT INTO vector_indexes VALUES (?, ?, ?, 0)", [name, dimension, metric])
+            tx.execute("INSERT INTO vector_indexes (name, dimension, metric, generation, origin) "
+                       "VALUES (?, ?, ?, 0, ?)", [name, dimension, metric, str(uuid.uuid4())])
         return None
 
     def drop(self, name: str, then: Callable[[], None]) -> None:

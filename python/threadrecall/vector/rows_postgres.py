@@ -176,6 +176,10 @@ class PostgresRows:
     def info(self, name: str) -> tuple[int, str, int] | None:
         return self._one("INFO", {"name": name})
 
+    def origin(self, name: str) -> str | None:
+        head = self._one("HEAD", {"name": name})
+        return None if head is None else head[0]
+
     def names(self) -> list[str]:
         with self._conn() as conn:
             rows = conn.execute(f"SELECT name FROM {self._ident}.hnsw_indexes ORDER BY name").fetchall()
