@@ -26,26 +26,17 @@ _LOG = """,
 """
 
 
-def _logged(head: str, tail: str, *, rows: str, kind: str, ref: str) -> tuple[str, str]:
-    """The statement without and with its feed entry."""
-    log = _LOG.format(rows=rows, kind=kind, ref=ref)
-    return head + "\n" + tail, head + log + tail
-
-
-SAVE_MESSAGES = _logged(
-    """
+# Messages as they arrive (parallel arrays, in order), and their insert: ``fresh`` (defined by
+# each statement) gives each the created_at and seq it keeps when it already exists.
+_INCOMING = """
     WITH incoming AS (
         SELECT * FROM unnest(%(ids)s::text[], %(threads)s::text[], %(resources)s::text[],
                              %(roles)s::text[], %(types)s::text[], %(contents)s::text[],
                              %(metadatas)s::text[], %(filters)s::jsonb[], %(times)s::bigint[])
             WITH ORDINALITY AS i(id, thread_id, resource_id, role, type, content, metadata, filter,
                                  created_at, ord)
-    ),
-    fresh AS MATERIALIZED (
-        SELECT i.*, k.created_at AS kept_at, k.seq AS kept_seq
-        FROM incoming i LEFT JOIN {s}.messages k ON k.id = i.id
-        ORDER BY i.ord
-    ),
+    ),"""
+_INSERT = """
     ins AS (
         INSERT INTO {s}.messages AS m
             (id, thread_id, resource_id, role, type, content, metadata, filter, created_at, seq)
@@ -56,7 +47,23 @@ SAVE_MESSAGES = _logged(
             resource_id = excluded.resource_id, role = excluded.role, type = excluded.type,
             content = excluded.content, metadata = excluded.metadata, filter = excluded.filter
         RETURNING m.id, m.created_at, m.seq
+    )"""
+
+
+def _logged(head: str, tail: str, *, rows: str, kind: str, ref: str) -> tuple[str, str]:
+    """The statement without and with its feed entry."""
+    log = _LOG.format(rows=rows, kind=kind, ref=ref)
+    return head + "\n" + tail, head + log + tail
+
+
+SAVE_MESSAGES = _logged(
+    _INCOMING + """
+    fresh AS MATERIALIZED (
+        SELECT i.*, k.created_at AS kept_at, k.seq AS kept_seq
+        FROM incoming i LEFT JOIN {s}.messages k ON k.id = i.id
+        ORDER BY i.ord
     ),
+""" + _INSERT + """,
     touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id = ANY(%(touched)s::text[]))""",
     "SELECT id, created_at, seq FROM ins",
     rows="ins", kind="u", ref="ins.id",
@@ -68,14 +75,7 @@ SAVE_MESSAGES = _logged(
 # and comes back as an 'x' row. Rows: ('m', id, created_at µs, seq) per message, ('t', thread
 # columns) per thread.
 SAVE_TURN = _logged(
-    """
-    WITH incoming AS (
-        SELECT * FROM unnest(%(ids)s::text[], %(threads)s::text[], %(resources)s::text[],
-                             %(roles)s::text[], %(types)s::text[], %(contents)s::text[],
-                             %(metadatas)s::text[], %(filters)s::jsonb[], %(times)s::bigint[])
-            WITH ORDINALITY AS i(id, thread_id, resource_id, role, type, content, metadata, filter,
-                                 created_at, ord)
-    ),
+    _INCOMING + """
     wanted AS (SELECT DISTINCT ON (thread_id) thread_id AS id, resource_id FROM incoming
                ORDER BY thread_id, ord),
     missing AS (SELECT w.id FROM wanted w WHERE w.resource_id IS NULL
@@ -96,17 +96,7 @@ SAVE_TURN = _logged(
         LEFT JOIN {s}.messages k ON k.id = i.id
         ORDER BY i.ord
     ),
-    ins AS (
-        INSERT INTO {s}.messages AS m
-            (id, thread_id, resource_id, role, type, content, metadata, filter, created_at, seq)
-        SELECT id, thread_id, resource_id, role, type, content, metadata, filter,
-               coalesce(kept_at, created_at), coalesce(kept_seq, nextval({seq}))
-        FROM fresh
-        ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
-            resource_id = excluded.resource_id, role = excluded.role, type = excluded.type,
-            content = excluded.content, metadata = excluded.metadata, filter = excluded.filter
-        RETURNING m.id, m.created_at, m.seq
-    )""",
+""" + _INSERT,
     """
     SELECT 'm', id, NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, created_at, seq
     FROM ins
