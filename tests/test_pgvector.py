@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-from conftest import T0, texts
+from conftest import T0
 from threadrecall import Memory
 from threadrecall.embedders import HashEmbedder
 from threadrecall.errors import IndexNotFoundError, InvalidArgumentError
