@@ -192,7 +192,8 @@ class DuckDBStorage:
         found = self._threads.get_many(wanted)
         if written := self._written_threads():  # newer than the cache's committed versions
             found.update((i, written[i]) for i in wanted if i in written)
-        missing = [i for i in wanted if i not in found]
+        absent = self._absent_threads()
+        missing = [i for i in wanted if i not in found and i not in absent]
         if missing:
             rows = self.db.cursor().execute(
                 "SELECT id, resource_id, title, metadata, created_at, updated_at FROM threads "
@@ -203,6 +204,8 @@ class DuckDBStorage:
             if not self.db.in_transaction:
                 self._threads.put(loaded)
             found.update((t.id, t) for t in loaded)
+            if self.db.in_transaction:
+                absent.update(i for i in missing if i not in found)
         return found
 
     def save_thread(self, thread: Thread) -> Thread:
@@ -281,6 +284,7 @@ class DuckDBStorage:
                              t.created_at or now, t.updated_at or now) for t in threads}
         with self.db.transaction() as tx:
             self._insert_threads(tx, list(made.values()))
+            self._absent_threads().difference_update(made)
             self._written_threads().update(made)
             self.db.on_commit(lambda: self._threads.put(made.values()))
         return made
@@ -531,11 +535,17 @@ class DuckDBStorage:
         see them; the cache gets them only once it commits."""
         return self.db.scratch.setdefault("written_threads", {}) if self.db.in_transaction else {}
 
+    def _absent_threads(self) -> set[str]:
+        """Ids the open transaction looked up and found missing, and has not written since:
+        its next lookups of them need no query (a thread's creation reads it three times)."""
+        return self.db.scratch.setdefault("absent_threads", set()) if self.db.in_transaction else set()
+
     def _forget_threads(self, thread_ids: Iterable[str]) -> None:
         """Drop changed threads from the cache now and again once the change commits."""
         ids = list(thread_ids)
         self._threads.drop(ids)
         written = self._written_threads()
+        self._absent_threads().difference_update(ids)
         for thread_id in ids:
             written.pop(thread_id, None)
         self.db.on_commit(lambda: self._threads.drop(ids))
