@@ -17,6 +17,9 @@ checkpoint_ns)`` as a thread of one resource (``"langgraph-checkpoints"`` by def
 messages are its checkpoints, the channel values they point to (one message per channel
 version, so a value is stored once however many checkpoints share it) and the pending writes.
 Payloads are the saver's serializer output, base64 in a data part: none of it is embedded.
+LangGraph calls ``put`` and ``put_writes`` from background threads; on DuckDB the calls waiting
+at the same time share one commit (``DuckDBStorage.grouped``), and each returns once its own
+write has committed.
 """
 
 from __future__ import annotations
