@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 from typing import Annotated, TypedDict
 
 import pytest
@@ -136,3 +141,70 @@ def test_a_config_without_thread_id_is_refused(tmp_path):
     with Memory(storage=DuckDBStorage(tmp_path / "m.duckdb")) as memory:
         with pytest.raises(InvalidArgumentError):
             ThreadRecallSaver(memory).get_tuple({"configurable": {}})
+
+
+RUNNER = textwrap.dedent(
+    """
+    import operator, sys, threading
+    from typing import Annotated, TypedDict
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Command, interrupt
+    from threadrecall import Memory
+    from threadrecall.integrations.langgraph import ThreadRecallSaver
+    from threadrecall.storage import DuckDBStorage
+
+    class State(TypedDict):
+        steps: Annotated[list[str], operator.add]
+
+    builder = StateGraph(State)
+    builder.add_node("draft", lambda s: {"steps": ["drafted"]})
+    builder.add_node("review", lambda s: {"steps": [f"reviewed:{interrupt('approve?')}"]})
+    builder.add_node("publish", lambda s: {"steps": ["published"]})
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", "review")
+    builder.add_edge("review", "publish")
+    builder.add_edge("publish", END)
+    graph = builder.compile(checkpointer=ThreadRecallSaver(Memory(storage=DuckDBStorage(sys.argv[1]))))
+    out = threading.Lock()
+
+    def runs(w):
+        for n in range(10**9):
+            config = {"configurable": {"thread_id": f"w{w}-{n}"}}
+            graph.invoke({"steps": []}, config)
+            with out:
+                print(w, n, "interrupted", flush=True)
+            graph.invoke(Command(resume="yes"), config)
+            with out:
+                print(w, n, "done", flush=True)
+
+    for w in range(3):
+        threading.Thread(target=runs, args=(w,), daemon=True).start()
+    threading.Event().wait()
+    """
+)
+
+
+def test_sigkill_loses_no_checkpoint_a_returned_invoke_wrote(tmp_path):
+    """Three graphs run at once (so their writes share commits); once an invoke has returned,
+    its checkpoints survive a SIGKILL of the process."""
+    path = tmp_path / "crash.duckdb"
+    child = subprocess.Popen([sys.executable, "-c", RUNNER, str(path)], stdout=subprocess.PIPE, text=True)
+    acked: dict[tuple[int, int], str] = {}
+    while sum(state == "done" for state in acked.values()) < 15:
+        line = child.stdout.readline()
+        assert line, "the runner died on its own"
+        w, n, state = line.split()
+        acked[(int(w), int(n))] = state
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+
+    with Memory(storage=DuckDBStorage(path)) as memory:
+        graph = approval_graph(ThreadRecallSaver(memory))
+        for (w, n), state in acked.items():
+            snapshot = graph.get_state({"configurable": {"thread_id": f"w{w}-{n}"}})
+            if state == "done":
+                assert snapshot.values["steps"] == ["drafted", "reviewed:yes", "published"]
+                assert snapshot.next == ()
+            else:
+                assert snapshot.values["steps"][:1] == ["drafted"]
+                assert snapshot.next in (("review",), ("publish",), ())  # a resume may have begun

@@ -230,6 +230,25 @@ def test_a_transaction_commits_whole_and_nested_calls_join_it(store):
     assert [m.id for m in store.thread_messages("t1")] == ["m1", "m2"] and seen == ["committed"]
 
 
+def test_a_thread_found_missing_in_a_transaction_is_seen_once_written(store):
+    with store.transaction():
+        assert store.get_thread("a") is None and store.get_thread("b") is None
+        store.save_thread(Thread("a", "r1", title="saved", updated_at=T0))
+        assert store.get_thread("a").title == "saved"
+        store.create_threads([Thread("b", "r1")])
+        assert store.get_threads(["a", "b", "c"]).keys() == {"a", "b"}
+        store.save_turn([msg(1, "c")])
+        assert store.get_thread("c").resource_id == "r1"
+        store.delete_thread("a")
+        assert store.get_thread("a") is None
+    assert store.get_threads(["a", "b", "c"]).keys() == {"b", "c"}
+    with pytest.raises(RuntimeError), store.transaction():
+        assert store.get_thread("d") is None
+        store.save_thread(Thread("d", "r1"))
+        raise RuntimeError("abort")
+    assert store.get_thread("d") is None
+
+
 def test_other_threads_do_not_see_an_open_transaction(store):
     store.save_thread(Thread("t1", "r1"))
     seen = []

@@ -17,6 +17,9 @@ checkpoint_ns)`` as a thread of one resource (``"langgraph-checkpoints"`` by def
 messages are its checkpoints, the channel values they point to (one message per channel
 version, so a value is stored once however many checkpoints share it) and the pending writes.
 Payloads are the saver's serializer output, base64 in a data part: none of it is embedded.
+LangGraph calls ``put`` and ``put_writes`` from background threads; on DuckDB the calls waiting
+at the same time share one commit (``DuckDBStorage.grouped``), and each returns once its own
+write has committed.
 """
 
 from __future__ import annotations
@@ -481,9 +484,12 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
                                    "metadata": _b64(self.serde.dumps_typed(
                                        get_checkpoint_metadata(config, metadata)))}]},
         })
-        with self.memory.transaction():
-            self._ensure_thread(tid, thread_id, ns)
-            self.memory.save_messages(messages)
+        def write() -> None:
+            with self.memory.transaction():
+                self._ensure_thread(tid, thread_id, ns)
+                self.memory.save_messages(messages)
+
+        self._commit(write)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                  "checkpoint_id": checkpoint["id"]}}
 
@@ -498,15 +504,31 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
         for n, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, n)
             rows.append((idx, channel, value, _write_id(thread_id, ns, cid, task_id, idx)))
-        with self.memory.transaction(lock=tid):
-            have = {m.id for m in self.memory.get_messages([r[3] for r in rows if r[0] >= 0])}
-            self._ensure_thread(tid, thread_id, ns)
-            self.memory.save_messages([{
-                "id": wid, "thread_id": tid, "role": "assistant", "type": "langgraph.write",
-                "metadata": {"kind": "write", "checkpoint_id": cid, "task_id": task_id, "idx": idx,
-                             "channel": channel, "task_path": task_path},
-                "content": {"parts": [{"type": "data", "value": _b64(self.serde.dumps_typed(value))}]},
-            } for idx, channel, value, wid in rows if wid not in have])
+        stored = [{
+            "id": wid, "thread_id": tid, "role": "assistant", "type": "langgraph.write",
+            "metadata": {"kind": "write", "checkpoint_id": cid, "task_id": task_id, "idx": idx,
+                         "channel": channel, "task_path": task_path},
+            "content": {"parts": [{"type": "data", "value": _b64(self.serde.dumps_typed(value))}]},
+        } for idx, channel, value, wid in rows]
+        regular = {wid for idx, _, _, wid in rows if idx >= 0}
+
+        def write() -> None:
+            with self.memory.transaction(lock=tid):
+                have = {m.id for m in self.memory.get_messages(list(regular))}
+                self._ensure_thread(tid, thread_id, ns)
+                self.memory.save_messages([m for m in stored if m["id"] not in have])
+
+        self._commit(write)
+
+    def _commit(self, write: Any) -> None:
+        """Run a write now, or, on a backend that groups the commits of concurrent writes
+        (DuckDB), together with the writes of LangGraph's other background threads; either
+        way it has committed when this returns."""
+        grouped = getattr(self.memory.storage, "grouped", None)
+        if grouped is None:
+            write()
+        else:
+            grouped(write)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of a thread, in all its namespaces."""

@@ -8,7 +8,6 @@ exactly. A part the library has no type for is kept whole in a ``data-<framework
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,8 +46,8 @@ class PartCodec:
         """The native part keeping ``part``."""
         tag = str(part.get(self.tag))
         kind, moved = self.table.get(tag, (self.other, {}))
-        rest = copy.deepcopy(dict(part))
-        native: dict[str, Any] = {"type": kind, **copy.deepcopy(self.fixed.get(tag, {}))}
+        rest = _copied(part)
+        native: dict[str, Any] = {"type": kind, **_copied(self.fixed.get(tag, {}))}
         for ours, theirs in moved.items():
             holder = _holder(rest, theirs)
             if holder is not None:
@@ -61,12 +60,28 @@ class PartCodec:
         rest = part.get(self.key)
         if not isinstance(rest, Mapping):
             return None
-        out = copy.deepcopy(dict(rest))
+        out = _copied(rest)
         for ours, theirs in self.table.get(str(out.get(self.tag)), (self.other, {}))[1].items():
             holder = _holder(part, ours)
             if holder is not None:
                 _place(out, theirs, holder[ours[-1]])
         return out
+
+
+def _copied(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a part whose dicts and lists are its own (what a deep copy gives, for JSON
+    values, several times faster than ``copy.deepcopy``)."""
+    return {k: _copy(v) for k, v in part.items()}
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copy(v) for v in value)
+    return value
 
 
 def _path(path: Path | str) -> Path:

@@ -4,6 +4,10 @@ DuckDB allows one writer at a time per database. Writes are serialised by a re-e
 and everything inside the outermost ``transaction()`` is one DuckDB transaction: it lands whole
 or not at all. Reads use a cursor per Python thread. Work that must follow a successful commit
 (updating in-memory indexes) is registered with ``on_commit``.
+
+``grouped(job)`` is a group commit: writes that arrive while another write holds the lock
+queue up, and the next to get the lock runs every queued job in one transaction, so they share
+one commit. Each caller still returns only once its own job has committed.
 """
 
 from __future__ import annotations
@@ -12,13 +16,15 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
 from ...errors import ConfigurationError, StorageError
 
 __all__ = ["Database"]
+
+R = TypeVar("R")
 
 # Write-ahead log size that triggers a checkpoint. DuckDB's 16 MB default checkpoints every few
 # batches of messages and rewrites the same partly filled row groups each time; 128 MB writes
@@ -53,6 +59,8 @@ class Database:
         self._scratch: dict[str, Any] = {}
         self._writer: duckdb.DuckDBPyConnection | None = None
         self._owner: int | None = None
+        self._queue: list[_Job] = []
+        self._queue_lock = threading.Lock()
 
     @property
     def in_memory(self) -> bool:
@@ -117,6 +125,63 @@ class Database:
             for callback in pending:
                 callback()
 
+    def grouped(self, job: Callable[[], R]) -> R:
+        """Run ``job`` in one transaction with the other grouped jobs waiting for the write
+        lock at the same time, and return its result once that transaction has committed.
+
+        ``job`` writes through ``transaction()`` and must be safe to run again: when a job of
+        a group raises, the group is rolled back and each of its jobs is run again in a
+        transaction of its own, in the order they came, so the error reaches the caller whose
+        job raised it and the others commit without it. Inside an open transaction, ``job``
+        simply joins it.
+
+        >>> db = Database()
+        >>> def job():
+        ...     with db.transaction() as tx:
+        ...         return tx.execute("SELECT 41 + 1").fetchall()[0][0]
+        >>> db.grouped(job)
+        42
+        """
+        if self.in_transaction:
+            return job()
+        mine = _Job(job)
+        with self._queue_lock:
+            self._queue.append(mine)
+        # A job not done is in the queue or in the group the holder of the lock is running.
+        while not mine.done:
+            with self._lock:
+                if mine.done:
+                    break
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                try:
+                    self._run_group(batch)
+                except BaseException:  # an interrupt: the other callers run their jobs themselves
+                    with self._queue_lock:
+                        self._queue[:0] = [j for j in batch if not j.done and j is not mine]
+                    raise
+        return mine.outcome()
+
+    def _run_group(self, batch: list[_Job]) -> None:
+        if len(batch) > 1:
+            try:
+                with self.transaction():
+                    results = [job.call() for job in batch]
+            except Exception:  # noqa: BLE001 - each job runs again alone and gets its own error
+                pass
+            else:
+                for job, result in zip(batch, results):
+                    job.finish(result=result)
+                return
+        for job in batch:
+            try:
+                with self.transaction():
+                    result = job.call()
+            except Exception as exc:  # noqa: BLE001 - raised by its own caller
+                job.finish(error=exc)
+            else:
+                job.finish(result=result)
+
     def on_commit(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` after the current transaction commits (now if none is open)."""
         with self._lock:
@@ -165,6 +230,26 @@ class Database:
                 except duckdb.Error:  # e.g. a full disk: the log stays and is replayed on open
                     pass
             self._conn.close()
+
+
+class _Job:
+    """A grouped write and, once its transaction has ended, its result or error."""
+
+    __slots__ = ("call", "done", "result", "error")
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self.call = call
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def finish(self, *, result: Any = None, error: BaseException | None = None) -> None:
+        self.result, self.error, self.done = result, error, True
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
 
 
 # The first bytes of a DuckDB file: a checksum (8 bytes), then the magic ``DUCK``.

@@ -181,6 +181,12 @@ class DuckDBStorage:
     def on_commit(self, callback: Any) -> None:
         self.db.on_commit(callback)
 
+    def grouped(self, job: Any) -> Any:
+        """Run ``job`` (writes through this store, safe to run again) in a transaction shared
+        with the writes waiting at the same time; returns once it has committed
+        (``Database.grouped``)."""
+        return self.db.grouped(job)
+
     # ----------------------------------------------------------------------------- threads
 
     def get_thread(self, thread_id: str) -> Thread | None:
@@ -192,7 +198,8 @@ class DuckDBStorage:
         found = self._threads.get_many(wanted)
         if written := self._written_threads():  # newer than the cache's committed versions
             found.update((i, written[i]) for i in wanted if i in written)
-        missing = [i for i in wanted if i not in found]
+        absent = self._absent_threads()
+        missing = [i for i in wanted if i not in found and i not in absent]
         if missing:
             rows = self.db.cursor().execute(
                 "SELECT id, resource_id, title, metadata, created_at, updated_at FROM threads "
@@ -203,6 +210,8 @@ class DuckDBStorage:
             if not self.db.in_transaction:
                 self._threads.put(loaded)
             found.update((t.id, t) for t in loaded)
+            if self.db.in_transaction:
+                absent.update(i for i in missing if i not in found)
         return found
 
     def save_thread(self, thread: Thread) -> Thread:
@@ -281,6 +290,7 @@ class DuckDBStorage:
                              t.created_at or now, t.updated_at or now) for t in threads}
         with self.db.transaction() as tx:
             self._insert_threads(tx, list(made.values()))
+            self._absent_threads().difference_update(made)
             self._written_threads().update(made)
             self.db.on_commit(lambda: self._threads.put(made.values()))
         return made
@@ -301,7 +311,7 @@ class DuckDBStorage:
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread and its messages (a missing thread is not an error)."""
         with self.db.transaction() as tx:
-            self.db.scratch["messages_written"] = True
+            self.db.scratch["messages_written"] = self.db.scratch["messages_deleted"] = True
             tx.execute("DELETE FROM messages WHERE thread_id = ?", [thread_id])
             tx.execute("DELETE FROM threads WHERE id = ?", [thread_id])
             self._forget_threads([thread_id])
@@ -388,8 +398,14 @@ class DuckDBStorage:
               threads_of: Sequence[str] = ()) -> Any:
         """The timeline that reads see: the replica's, or inside a transaction that has written
         messages, one holding the transaction's own view of the messages asked about (given
-        ids, whole threads, or the whole threads of given ids), read from the database."""
+        ids, whole threads, or the whole threads of given ids), read from the database.
+        Until the transaction deletes a message, the replica still answers for the ids and
+        threads it has not written."""
         if not (self.db.in_transaction and self.db.scratch.get("messages_written")):
+            return self.timeline
+        if not self.db.scratch.get("messages_deleted") and (
+                (ids and self._unsaved.isdisjoint(ids)) or
+                (threads and self.db.scratch["message_threads"].isdisjoint(threads))):
             return self.timeline
         view = Replica()
         where = ("id IN (SELECT unnest(?))" if ids else
@@ -416,18 +432,21 @@ class DuckDBStorage:
             # Ids new to the database take a plain insert, far cheaper than an upsert: the mirror
             # knows the committed ids, `_unsaved` those of the open transaction.
             replacing = not self._unsaved.isdisjoint(latest)
+            view = self._view(ids=list(latest))
             self._unsaved.update(latest)
             self.db.on_commit(self._unsaved.clear)
-            view = self._view(ids=list(latest))
             self.db.scratch["messages_written"] = True
+            written = self.db.scratch.setdefault("message_threads", set())  # before and after
             for m in latest.values():
                 existing = view.get(m.id)
+                written.add(m.thread_id)
                 if existing is None:
                     self._seq += 1
                     seqs.append(self._seq)
                     stored.append(m)
                 else:
                     replacing = True
+                    written.add(existing[1])
                     seqs.append(existing[4])
                     stored.append(replace(m, created_at=from_micros(existing[3])))
             contents = [dumps(m.content.to_dict()) for m in stored]
@@ -463,7 +482,7 @@ class DuckDBStorage:
             return []
         gone = [i for i, _ in found]
         with self.db.transaction() as tx:
-            self.db.scratch["messages_written"] = True
+            self.db.scratch["messages_written"] = self.db.scratch["messages_deleted"] = True
             tx.execute("DELETE FROM messages WHERE id IN (SELECT unnest(?))", [gone])
             self._touch_threads(tx, {t for _, t in found})
             self.db.on_commit(lambda: self._unmirror(gone))
@@ -531,11 +550,17 @@ class DuckDBStorage:
         see them; the cache gets them only once it commits."""
         return self.db.scratch.setdefault("written_threads", {}) if self.db.in_transaction else {}
 
+    def _absent_threads(self) -> set[str]:
+        """Ids the open transaction looked up and found missing, and has not written since:
+        its next lookups of them need no query (a thread's creation reads it three times)."""
+        return self.db.scratch.setdefault("absent_threads", set()) if self.db.in_transaction else set()
+
     def _forget_threads(self, thread_ids: Iterable[str]) -> None:
         """Drop changed threads from the cache now and again once the change commits."""
         ids = list(thread_ids)
         self._threads.drop(ids)
         written = self._written_threads()
+        self._absent_threads().difference_update(ids)
         for thread_id in ids:
             written.pop(thread_id, None)
         self.db.on_commit(lambda: self._threads.drop(ids))
