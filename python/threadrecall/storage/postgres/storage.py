@@ -14,6 +14,7 @@ import contextlib
 import json
 import threading
 import weakref
+from operator import itemgetter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -29,7 +30,7 @@ from ...errors import InvalidArgumentError, ThreadNotFoundError
 from ...types import Message, Resource, Thread, ThreadPage, dumps, to_utc
 from ..base import Changes
 from ..replica import Replica
-from ..rows import MessageRow, from_micros, message_of, payload, to_micros
+from ..rows import MessageRow, from_micros, messages_of, to_micros
 from ..thread_filter import validate_thread_filter
 from ..thread_listing import check_thread_paging, thread_order
 from ..thread_owners import missing_thread, owned
@@ -363,11 +364,11 @@ class PostgresStorage:
         if not wanted:
             return []
         rows = {r[0]: r for r in self._rows(self._sql["GET_MESSAGES"], {"ids": list(set(wanted))})}
-        return [message_of(rows[i]) for i in wanted if i in rows]
+        return messages_of([rows[i] for i in wanted if i in rows])
 
     def thread_messages(self, thread_id: str) -> list[Message]:
         """Every message of a thread, oldest first."""
-        return [message_of(r) for r in self._rows(self._sql["THREAD_MESSAGES"], {"thread": thread_id})]
+        return messages_of(self._rows(self._sql["THREAD_MESSAGES"], {"thread": thread_id}))
 
     def save_messages(self, messages: Sequence[Message]) -> list[Message]:
         """Upsert complete messages by id in one statement.
@@ -439,7 +440,7 @@ class PostgresStorage:
         for ok, cursor in ((has_after, after_id), (has_before, before_id)):
             if not ok:
                 raise InvalidArgumentError(f"no message with id {cursor} in thread {thread_id}")
-        rows = [_row(r[3:]) for r in found if r[3] is not None]
+        rows = [r[3:] for r in found if r[3] is not None]
         if forward == descending:
             rows.reverse()
         return rows, total
@@ -466,10 +467,10 @@ class PostgresStorage:
         even when called inside a transaction."""
         with self._pool.connection() as conn:
             rows = conn.execute(self._sql["CHANGES_SINCE"], {"position": position}).fetchall()
-        head, horizon = next((r[9], r[8]) for r in rows if r[0] == "h")
+        head, horizon = next((r[5], r[4]) for r in rows if r[0] == "h")
         if position > head or position < horizon:  # recreated, or pruned past this reader
             return Changes(head, reset=True)
-        upserted = sorted((_row(r[1:]) for r in rows if r[0] == "u"), key=lambda r: r[4])
+        upserted = sorted((r[1:] for r in rows if r[0] == "u"), key=itemgetter(4))
         return Changes(head, upserted, [r[1] for r in rows if r[0] == "d"],
                        [r[1] for r in rows if r[0] == "t"])
 
@@ -488,7 +489,7 @@ class PostgresStorage:
             cur.itersize = batch
             cur.execute(self._sql["SCAN_MESSAGES"])
             while chunk := cur.fetchmany(batch):
-                yield [_row(r) for r in chunk]
+                yield chunk
 
     # ----------------------------------------------------------------------------- replica
 
@@ -508,7 +509,7 @@ class PostgresStorage:
         return self.replica.lexical(self.scan_messages, contextlib.nullcontext)
 
     def _rows(self, query: str, params: Mapping[str, Any]) -> list[MessageRow]:
-        return [_row(r) for r in self._fetch(query, params)]
+        return self._fetch(query, params)  # type: ignore[return-value]  (selected as MessageRow)
 
 
 def _json(value: Any) -> str:
@@ -544,11 +545,6 @@ def _as_stored(messages: Sequence[Message], times: Sequence[int], kept: Mapping[
     """The messages with the ``created_at`` kept by those they replaced."""
     return [m if kept[m.id] == times[i] else replace(m, created_at=from_micros(kept[m.id]))
             for i, m in enumerate(messages)]
-
-
-def _row(r: Sequence[Any]) -> MessageRow:
-    """(id, thread_id, resource_id, role, type, content, metadata, created_at, seq) as a row."""
-    return (r[0], r[1], r[2], r[7], r[8], payload(r[3], r[4], r[5], r[6]))
 
 
 def _thread(row: Sequence[Any]) -> Thread:
