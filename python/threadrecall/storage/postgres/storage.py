@@ -15,17 +15,17 @@ import json
 import threading
 import weakref
 from operator import itemgetter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors, sql
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from ... import _core
+from ... import _core, loop_bridge
 from ...errors import InvalidArgumentError, ThreadNotFoundError
 from ...types import Message, Resource, Thread, ThreadPage, dumps, to_utc
 from ..base import Changes
@@ -35,11 +35,13 @@ from ..thread_filter import validate_thread_filter
 from ..thread_listing import check_thread_paging, thread_order
 from ..thread_owners import missing_thread, owned
 from . import queries as q
+from .async_pools import LoopPools, fetch
 from .containment import filter_form, filter_value
 from .schema import migrate, quoted_schema
 
 __all__ = ["PostgresStorage"]
 
+T = TypeVar("T")
 _RETRIED = (errors.DeadlockDetected, errors.SerializationFailure)
 _PRUNE_EVERY = 1000  # writes between two prunings of the change feed
 _ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, default=str)
@@ -70,31 +72,43 @@ class _Transaction:
 class PostgresStorage:
     """Threads, messages and resources in one PostgreSQL schema.
 
-    ``dsn_or_pool`` is a connection string or a ``psycopg_pool.ConnectionPool`` (then owned by
-    the caller, and left open by ``close()``). The schema is created or migrated on first open.
+    ``dsn_or_pool`` is a connection string, a ``psycopg_pool.ConnectionPool`` or an
+    ``AsyncConnectionPool`` (a given pool is the caller's, left open by ``close()``; the other
+    kind is made from its connection settings). The schema is created or migrated on first open.
+
+    Blocking calls run on pooled connections; the same calls made through ``run_async``
+    (``Memory``'s async twins do) await pooled ``psycopg.AsyncConnection`` objects on the
+    running loop instead, with the same statements, and ``atransaction`` is ``transaction``
+    awaited.
 
     >>> storage = PostgresStorage(dsn, schema="docs_example")  # doctest: +SKIP
     >>> storage.save_thread(Thread(id="t1", resource_id="r1")).title  # doctest: +SKIP
     ''
     """
 
-    def __init__(self, dsn_or_pool: str | ConnectionPool, *, schema: str = "threadrecall",
-                 max_connections: int = 10, keep_changes: int = 100_000) -> None:
+    def __init__(self, dsn_or_pool: str | ConnectionPool | AsyncConnectionPool, *,
+                 schema: str = "threadrecall", max_connections: int = 10,
+                 keep_changes: int = 100_000) -> None:
         quoted_schema(schema)  # a bad name fails before any connection is made
         self.schema = schema
         self.keep_changes = _count("keep_changes", keep_changes)
         self._writes = 0
+        name = f"threadrecall.{schema}"
+        given_async = dsn_or_pool if isinstance(dsn_or_pool, AsyncConnectionPool) else None
         if isinstance(dsn_or_pool, ConnectionPool):
             self._pool, self._owns_pool = dsn_or_pool, False
+            conninfo, kwargs = dsn_or_pool.conninfo, dsn_or_pool.kwargs
             with self._pool.connection() as conn:
                 self._prepare(conn)
         else:
-            with psycopg.connect(dsn_or_pool, autocommit=True) as conn:
+            conninfo, kwargs = ((given_async.conninfo, given_async.kwargs) if given_async is not None
+                                else (dsn_or_pool, {}))
+            with psycopg.connect(conninfo, **{**kwargs, "autocommit": True}) as conn:
                 self._prepare(conn)
-            self._pool = ConnectionPool(dsn_or_pool, min_size=1, max_size=max_connections,
-                                        kwargs={"autocommit": True}, open=True,
-                                        name=f"threadrecall.{schema}")
+            self._pool = ConnectionPool(conninfo, min_size=1, max_size=max_connections,
+                                        kwargs={**kwargs, "autocommit": True}, open=True, name=name)
             self._owns_pool = True
+        self._apools = LoopPools(conninfo, kwargs, max_connections, name, given_async)
         self._local = threading.local()
         # One cursor per pooled connection for lone statements (a connection serves one
         # thread at a time), which saves making one per call.
@@ -130,6 +144,41 @@ class PostgresStorage:
     def close(self) -> None:
         if self._owns_pool:
             self._pool.close()
+        self._apools.close()
+
+    async def aclose(self) -> None:
+        """``close()`` from a coroutine: the running loop's async pool is closed awaited."""
+        await self._apools.aclose()
+        self.close()
+
+    async def run_async(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call ``fn(*args, **kwargs)`` with this storage's round trips awaited on the running
+        loop (``loop_bridge.run``): its calls of this storage go to async connections.
+
+        >>> async def title(storage):  # doctest: +SKIP
+        ...     return (await storage.run_async(storage.get_thread, "t1")).title
+        """
+        async with loop_bridge.task_state():
+            return await loop_bridge.run(fn, *args, **kwargs)
+
+    @asynccontextmanager
+    async def atransaction(self, *, lock: str | None = None) -> AsyncIterator[None]:
+        """``transaction()`` for coroutines: ``run_async`` calls of this task inside join it.
+
+        >>> async def both(storage, a, b):  # doctest: +SKIP
+        ...     async with storage.atransaction():
+        ...         await storage.run_async(storage.save_threads, [a, b])
+        """
+        async with loop_bridge.task_state():
+            manager = self.transaction(lock=lock)
+            await loop_bridge.run(manager.__enter__)
+            try:
+                yield
+            except BaseException as exc:
+                if not await loop_bridge.run(manager.__exit__, type(exc), exc, exc.__traceback__):
+                    raise
+            else:
+                await loop_bridge.run(manager.__exit__, None, None, None)
 
     def __enter__(self) -> PostgresStorage:
         return self
@@ -155,20 +204,28 @@ class PostgresStorage:
                 tx.depth -= 1
             return
         # In pipeline mode BEGIN travels with the first statement and the feed entry with
-        # COMMIT: a transaction costs no round trip of its own.
-        with self._pool.connection() as conn, conn.pipeline():
-            tx = self._local.tx = _Transaction(conn)
+        # COMMIT: a transaction costs no round trip of its own. Awaited (inside run_async),
+        # the same steps run on an async connection.
+        if loop_bridge.awaiting():
+            synced = loop_bridge.entered
+            connection = synced(loop_bridge.wait(self._apools.pool()).connection())
+        else:
+            synced, connection = _as_is, self._pool.connection()
+        with connection as conn, synced(conn.pipeline()):
+            tx = _Transaction(conn)
+            self._set_open(tx)
             try:
-                with conn.transaction():
+                with synced(conn.transaction()):
                     if lock is not None:
                         self._lock(conn, lock)
                     yield conn
                     for finish in tx.finishing:
                         finish(conn)
                     if tx.kinds:
-                        conn.execute(self._sql["FLUSH_CHANGES"], {"kinds": tx.kinds, "refs": tx.refs})
+                        _execute(conn, self._sql["FLUSH_CHANGES"], {"kinds": tx.kinds, "refs": tx.refs},
+                                 rows=False)
             finally:
-                self._local.tx = None
+                self._set_open(None)
         for callback in tx.callbacks:
             callback()
 
@@ -208,17 +265,28 @@ class PostgresStorage:
         return self._open() is not None
 
     def _open(self) -> _Transaction | None:
+        """The open transaction of this thread (of this task, inside ``run_async``)."""
+        if loop_bridge.awaiting():
+            return loop_bridge.state().get(self)
         return getattr(self._local, "tx", None)
 
-    def _lock(self, conn: psycopg.Connection, key: str) -> None:
-        conn.execute(self._sql["LOCK"], {"key": f"threadrecall.{self.schema}:{key}"})
+    def _set_open(self, tx: _Transaction | None) -> None:
+        if loop_bridge.awaiting():
+            loop_bridge.state()[self] = tx
+        else:
+            self._local.tx = tx
+
+    def _lock(self, conn: Any, key: str) -> None:
+        _execute(conn, self._sql["LOCK"], {"key": f"threadrecall.{self.schema}:{key}"}, rows=False)
 
     def _fetch(self, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """Run one statement: on the open transaction, else on a pooled connection (retried
         when PostgreSQL chose it as a deadlock victim: a lone statement is safe to redo)."""
         tx = self._open()
         if tx is not None:
-            return tx.conn.execute(query, params).fetchall()
+            return _execute(tx.conn, query, params)
+        if loop_bridge.awaiting():
+            return loop_bridge.wait(self._apools.fetch(query, params))
         for attempt in range(4):
             conn = self._pool.getconn()
             try:
@@ -244,7 +312,7 @@ class PostgresStorage:
             if self._writes % _PRUNE_EVERY == 0:
                 self.prune_changes()
             return rows
-        rows = tx.conn.execute(self._sql[name], params).fetchall()
+        rows = _execute(tx.conn, self._sql[name], params)
         tx.log(kind, refs(rows))
         if self._writes % _PRUNE_EVERY == 0:
             tx.callbacks.append(self.prune_changes)
@@ -293,7 +361,8 @@ class PostgresStorage:
                       metadata: Mapping[str, Any] | None = None) -> Thread:
         """Set the title (when given) and shallow-merge ``metadata`` into the thread's."""
         with self.transaction() as conn:
-            row = conn.execute(self._sql["THREAD_FOR_UPDATE"], {"id": thread_id}).fetchone()
+            found = _execute(conn, self._sql["THREAD_FOR_UPDATE"], {"id": thread_id})
+            row = found[0] if found else None
             if row is None:
                 raise ThreadNotFoundError(f"Thread with id {thread_id} not found")
             thread = _thread(row)
@@ -465,8 +534,7 @@ class PostgresStorage:
         """The message writes committed after ``position`` (0: since the beginning), up to the
         feed's head: each id's last change only, rows as they are now. Committed state only,
         even when called inside a transaction."""
-        with self._pool.connection() as conn:
-            rows = conn.execute(self._sql["CHANGES_SINCE"], {"position": position}).fetchall()
+        rows = self._committed(self._sql["CHANGES_SINCE"], {"position": position}, rows=True)
         head, horizon = next((r[5], r[4]) for r in rows if r[0] == "h")
         if position > head or position < horizon:  # recreated, or pruned past this reader
             return Changes(head, reset=True)
@@ -479,8 +547,7 @@ class PostgresStorage:
         behind its head. A reader left behind them rebuilds from a scan instead of missing a
         change. Every thousandth write of this object calls it."""
         keep = self.keep_changes if keep is None else _count("keep", keep)
-        with self._pool.connection() as conn:
-            conn.execute(self._sql["PRUNE_CHANGES"], {"keep": keep})
+        self._committed(self._sql["PRUNE_CHANGES"], {"keep": keep}, rows=False)
 
     def scan_messages(self, batch: int = 50_000) -> Iterator[list[MessageRow]]:
         """Every stored message, in batches, in insertion order (one snapshot)."""
@@ -508,8 +575,32 @@ class PostgresStorage:
         committed during the build)."""
         return self.replica.lexical(self.scan_messages, contextlib.nullcontext)
 
+    def _committed(self, query: str, params: Mapping[str, Any], *, rows: bool) -> list[tuple[Any, ...]]:
+        """One statement on a pooled connection of its own, outside any open transaction."""
+        if loop_bridge.awaiting():
+            return loop_bridge.wait(self._apools.fetch(query, params, rows=rows))
+        with self._pool.connection() as conn:
+            return _execute(conn, query, params, rows=rows)
+
     def _rows(self, query: str, params: Mapping[str, Any]) -> list[MessageRow]:
         return self._fetch(query, params)  # type: ignore[return-value]  (selected as MessageRow)
+
+
+def _execute(conn: psycopg.Connection | psycopg.AsyncConnection, query: str,
+             params: Mapping[str, Any], *, rows: bool = True) -> list[tuple[Any, ...]]:
+    """Run one statement on ``conn`` (awaited on an async connection) and fetch its rows;
+    ``rows=False`` leaves the result unread (in pipeline mode: no round trip of its own)."""
+    if isinstance(conn, psycopg.AsyncConnection):
+        return loop_bridge.wait(fetch(conn, query, params, rows=rows))
+    cursor = conn.execute(query, params)
+    return cursor.fetchall() if rows else []
+
+
+@contextmanager
+def _as_is(manager: Any) -> Iterator[Any]:
+    """A blocking context manager entered as it is (the counterpart of ``entered``)."""
+    with manager as value:
+        yield value
 
 
 def _json(value: Any) -> str:
