@@ -197,7 +197,8 @@ def test_a_given_async_pool_serves_the_awaited_calls(pg_dsn, pg_schema):
         async with pool.connection() as conn:
             await conn.execute("SELECT 1")
         await pool.close()
-        blocking = [m.id for m in Memory(storage=PostgresStorage(pg_dsn, schema=pg_schema)).recall("t1").messages]
+        with Memory(storage=PostgresStorage(pg_dsn, schema=pg_schema)) as again:
+            blocking = [m.id for m in again.recall("t1").messages]
         return recalled, used, blocking
 
     recalled, used, blocking = asyncio.run(main())
