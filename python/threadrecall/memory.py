@@ -205,8 +205,9 @@ class Memory:
 
     def _awaits(self, kwargs: Mapping[str, Any]) -> bool:
         """Whether an async twin awaits the storage's own async calls: on a storage that has
-        them, with no vector store or semantic recall (embedders, vector stores and the
-        lexical index block, so calls that reach them run in a worker thread)."""
+        them, with no vector store and no semantic or lexical recall configured (embedders,
+        vector stores and the BM25 index block, so such a memory, or a call turning search on
+        through ``thread_config``, runs in a worker thread)."""
         return (hasattr(self.storage, "run_async") and self.index is None
                 and self.options.semantic is None
                 and not (kwargs.get("thread_config") is not None and kwargs.get("vector_search_string")))

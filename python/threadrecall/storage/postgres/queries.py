@@ -168,12 +168,18 @@ THREAD_MESSAGES = (f"SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m WHERE m.thre
                    "ORDER BY m.created_at, m.seq")
 SCAN_MESSAGES = f"SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m ORDER BY m.seq"
 
+# Values the planner would look into (array lengths, a filter's selectivity) are read through
+# ``(SELECT %(x)s)``: custom and generic plans then cost alike, so a prepared statement keeps
+# its generic plan instead of being planned again on every call (planning cost more than
+# running these).
+
 # The targets with their widest asked-for context, then each one's neighbours on both sides
 # (full rows, read by the thread's index), de-duplicated in the thread's order.
 _STORED = "id, thread_id, resource_id, role, type, content, metadata, created_at, seq"
 WINDOW = """
     WITH inc AS (SELECT id, max(nb) AS nb, max(na) AS na
-                 FROM unnest(%(ids)s::text[], %(before)s::bigint[], %(after)s::bigint[]) AS i(id, nb, na)
+                 FROM unnest((SELECT %(ids)s::text[]), (SELECT %(before)s::bigint[]),
+                             (SELECT %(after)s::bigint[])) AS i(id, nb, na)
                  GROUP BY id),
     t AS MATERIALIZED (
         SELECT """ + ", ".join("m." + c for c in _STORED.split(", ")) + """, i.nb, i.na
@@ -202,15 +208,15 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
     """One page of a thread with the count of every message passing the same conditions, and
     whether each cursor names a message of the thread, in one statement (``Timeline.page``'s
     rules: ``start``/``end`` are the comparison operators of the date bounds)."""
-    cond = ["m.thread_id = %(thread)s"]
+    cond = ["m.thread_id = (SELECT %(thread)s::text)"]
     if resource:
         cond.append("m.resource_id = %(resource)s")
     if start:
-        cond.append(f"m.created_at {start} %(start)s")
+        cond.append(f"m.created_at {start} (SELECT %(start)s::bigint)")
     if end:
-        cond.append(f"m.created_at {end} %(end)s")
+        cond.append(f"m.created_at {end} (SELECT %(end)s::bigint)")
     if metadata:
-        cond.append("m.filter @> %(filter)s::jsonb")
+        cond.append("m.filter @> (SELECT %(filter)s::jsonb)")
     ctes = []
     if after:
         ctes.append("a AS MATERIALIZED (SELECT created_at, seq FROM {s}.messages "
@@ -232,7 +238,8 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
                  {has_a} AS has_a, {has_b} AS has_b) h
     LEFT JOIN LATERAL (
         SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m WHERE {where}
-        ORDER BY m.created_at{direction}, m.seq{direction} OFFSET %(offset)s LIMIT %(limit)s
+        ORDER BY m.created_at{direction}, m.seq{direction}
+        OFFSET (SELECT %(offset)s::bigint) LIMIT (SELECT %(limit)s::bigint)
     ) r ON TRUE
     """
 
