@@ -14,11 +14,10 @@ import contextlib
 import json
 import threading
 import weakref
-from operator import itemgetter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from operator import itemgetter
 from typing import Any, TypeVar
 
 import psycopg
@@ -27,28 +26,25 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ... import _core, loop_bridge
 from ...errors import InvalidArgumentError, ThreadNotFoundError
-from ...types import Message, Resource, Thread, ThreadPage, dumps, to_utc
+from ...types import Message, Resource, Thread, ThreadPage, to_utc
 from ..base import Changes
 from ..replica import Replica
-from ..rows import MessageRow, from_micros, messages_of, to_micros
+from ..rows import MessageRow, messages_of
 from ..thread_filter import validate_thread_filter
 from ..thread_listing import check_thread_paging, thread_order
 from ..thread_owners import missing_thread, owned
 from . import queries as q
 from .async_pools import LoopPools, fetch
-from .containment import filter_form, filter_value
+from .containment import filter_value
 from .schema import migrate, quoted_schema
+from .values import (as_stored, checked_count, json_text, message_params, thread_of,
+                     thread_params, utc_now)
 
 __all__ = ["PostgresStorage"]
 
 T = TypeVar("T")
 _RETRIED = (errors.DeadlockDetected, errors.SerializationFailure)
 _PRUNE_EVERY = 1000  # writes between two prunings of the change feed
-_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, default=str)
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 @dataclass
@@ -91,7 +87,7 @@ class PostgresStorage:
                  keep_changes: int = 100_000) -> None:
         quoted_schema(schema)  # a bad name fails before any connection is made
         self.schema = schema
-        self.keep_changes = _count("keep_changes", keep_changes)
+        self.keep_changes = checked_count("keep_changes", keep_changes)
         self._writes = 0
         name = f"threadrecall.{schema}"
         given_async = dsn_or_pool if isinstance(dsn_or_pool, AsyncConnectionPool) else None
@@ -329,7 +325,7 @@ class PostgresStorage:
         if not wanted:
             return {}
         rows = self._fetch(self._sql["GET_THREADS"], {"ids": wanted})
-        return {row[0]: _thread(row) for row in rows}
+        return {row[0]: thread_of(row) for row in rows}
 
     def save_thread(self, thread: Thread) -> Thread:
         """Insert or replace a thread (an existing thread keeps its ``created_at``)."""
@@ -340,19 +336,19 @@ class PostgresStorage:
         if not threads:
             return {}
         latest = list({t.id: t for t in threads}.values())
-        rows = self._fetch(self._sql["SAVE_THREADS"], _thread_params(latest))
-        return {row[0]: _thread(row) for row in rows}
+        rows = self._fetch(self._sql["SAVE_THREADS"], thread_params(latest))
+        return {row[0]: thread_of(row) for row in rows}
 
     def create_threads(self, threads: Sequence[Thread]) -> dict[str, Thread]:
         """Insert threads the caller found missing; one created meanwhile by another process is
         left as it is and returned as stored."""
         if not threads:
             return {}
-        now = _now()
+        now = utc_now()
         made = {t.id: Thread(t.id, t.resource_id, t.title or "", t.metadata or {},
                              t.created_at or now, t.updated_at or now) for t in threads}
         inserted = {row[0] for row in self._fetch(self._sql["CREATE_THREADS"],
-                                                  _thread_params(list(made.values())))}
+                                                  thread_params(list(made.values())))}
         if len(inserted) < len(made):
             made.update(self.get_threads(i for i in made if i not in inserted))
         return made
@@ -365,10 +361,10 @@ class PostgresStorage:
             row = found[0] if found else None
             if row is None:
                 raise ThreadNotFoundError(f"Thread with id {thread_id} not found")
-            thread = _thread(row)
+            thread = thread_of(row)
             return self.save_thread(replace(
                 thread, title=thread.title if title is None else title,
-                metadata={**thread.metadata, **(metadata or {})}, updated_at=_now(),
+                metadata={**thread.metadata, **(metadata or {})}, updated_at=utc_now(),
             ))
 
     def delete_thread(self, thread_id: str) -> None:
@@ -391,7 +387,7 @@ class PostgresStorage:
         rows = self._fetch(query, {"resource": resource_id, "limit": limit, "offset": offset,
                                    "filter": filter_value(wanted, exact_integers=True)})
         total = rows[0][0]
-        threads = [_thread(row[1:]) for row in rows if row[1] is not None]
+        threads = [thread_of(row[1:]) for row in rows if row[1] is not None]
         has_more = per_page is not False and offset + per_page < total
         return ThreadPage(threads, total, page, per_page, has_more)
 
@@ -407,7 +403,7 @@ class PostgresStorage:
     def update_resource(self, resource_id: str, *, working_memory: str | None = None,
                         metadata: Mapping[str, Any] | None = None) -> Resource:
         """Create or update a resource: working memory replaced when given, metadata merged."""
-        now = _now()
+        now = utc_now()
         with self.transaction(lock=f"resource:{resource_id}"):
             old = self.get_resource(resource_id) or Resource(resource_id, None, {}, now, now)
             new = replace(
@@ -417,7 +413,7 @@ class PostgresStorage:
                 updated_at=now,
             )
             self._fetch(self._sql["SAVE_RESOURCE"] + " RETURNING id", {
-                "id": new.id, "working_memory": new.working_memory, "metadata": _json(new.metadata),
+                "id": new.id, "working_memory": new.working_memory, "metadata": json_text(new.metadata),
                 "created": new.created_at, "updated": new.updated_at})
         return new
 
@@ -448,9 +444,9 @@ class PostgresStorage:
         if not messages:
             return []
         latest = list({m.id: m for m in messages}.values())
-        params = _message_params(latest)
+        params = message_params(latest)
         rows = self._write("SAVE_MESSAGES", params, "u", lambda rows: [r[0] for r in rows])
-        return _as_stored(latest, params["times"], {r[0]: r[1] for r in rows})
+        return as_stored(latest, params["times"], {r[0]: r[1] for r in rows})
 
     def save_turn(self, messages: Sequence[Message]) -> tuple[list[Message], dict[str, Thread]]:
         """Save messages with their threads in one statement (``Storage.save_turn``): missing
@@ -458,13 +454,13 @@ class PostgresStorage:
         if not messages:
             return [], {}
         latest = list({m.id: m for m in messages}.values())
-        params = _message_params(latest)
+        params = message_params(latest)
         rows = self._write("SAVE_TURN", params, "u", lambda rows: [r[1] for r in rows if r[0] == "m"])
         missing = {r[1] for r in rows if r[0] == "x"}
         if missing:
             raise missing_thread(next(m.thread_id for m in latest if m.thread_id in missing))
-        threads = {r[1]: _thread(r[1:7]) for r in rows if r[0] == "t"}
-        stored = _as_stored(owned(latest, threads), params["times"],
+        threads = {r[1]: thread_of(r[1:7]) for r in rows if r[0] == "t"}
+        stored = as_stored(owned(latest, threads), params["times"],
                             {r[1]: r[7] for r in rows if r[0] == "m"})
         return stored, threads
 
@@ -473,7 +469,7 @@ class PostgresStorage:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return []
-        rows = self._write("DELETE_MESSAGES", {"ids": wanted, "now": _now()}, "d",
+        rows = self._write("DELETE_MESSAGES", {"ids": wanted, "now": utc_now()}, "d",
                            lambda rows: [r[0] for r in rows])
         gone = {r[0] for r in rows}
         return [i for i in wanted if i in gone]
@@ -489,9 +485,9 @@ class PostgresStorage:
         one statement."""
         if metadata is not None:
             _core.validate_metadata_filter(metadata)
-        offset = _count("offset", offset)
+        offset = checked_count("offset", offset)
         if limit is not None:
-            limit = _count("limit", limit)
+            limit = checked_count("limit", limit)
         forward = True if after_id is not None else False if before_id is not None else not descending
         shape = (resource_id is not None, None if start is None else (">" if start_exclusive else ">="),
                  None if end is None else ("<" if end_exclusive else "<="), bool(metadata),
@@ -521,8 +517,8 @@ class PostgresStorage:
         ids, before, after = [], [], []
         for mid, nb, na in includes:
             ids.append(mid)
-            before.append(_count("before", nb))
-            after.append(_count("after", na))
+            before.append(checked_count("before", nb))
+            after.append(checked_count("after", na))
         if not ids:
             return []
         query = self._sql[f"WINDOW_{resource_id is not None}"]
@@ -546,7 +542,7 @@ class PostgresStorage:
         """Drop the change-feed entries more than ``keep`` (default ``keep_changes``) positions
         behind its head. A reader left behind them rebuilds from a scan instead of missing a
         change. Every thousandth write of this object calls it."""
-        keep = self.keep_changes if keep is None else _count("keep", keep)
+        keep = self.keep_changes if keep is None else checked_count("keep", keep)
         self._committed(self._sql["PRUNE_CHANGES"], {"keep": keep}, rows=False)
 
     def scan_messages(self, batch: int = 50_000) -> Iterator[list[MessageRow]]:
@@ -601,67 +597,3 @@ def _as_is(manager: Any) -> Iterator[Any]:
     """A blocking context manager entered as it is (the counterpart of ``entered``)."""
     with manager as value:
         yield value
-
-
-def _json(value: Any) -> str:
-    """The stored JSON text of a value; unpaired surrogates, which PostgreSQL's UTF-8 text
-    cannot hold, are written as escapes (read back as the same string)."""
-    text = dumps(value)
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            text = _ASCII.encode(value)
-    return text
-
-
-def _message_params(messages: Sequence[Message]) -> dict[str, Any]:
-    """The parameters of a message upsert, one array per column."""
-    return {
-        "ids": [m.id for m in messages],
-        "threads": [m.thread_id for m in messages],
-        "resources": [m.resource_id for m in messages],
-        "roles": [m.role for m in messages],
-        "types": [m.type for m in messages],
-        "contents": [_json(m.content.to_dict()) for m in messages],
-        "metadatas": [_json(m.metadata) for m in messages],
-        "filters": [filter_form(m.metadata) for m in messages],
-        "times": [to_micros(m.created_at) for m in messages],
-        "now": _now(),
-        "touched": sorted({m.thread_id for m in messages}),
-    }
-
-
-def _as_stored(messages: Sequence[Message], times: Sequence[int], kept: Mapping[str, int]) -> list[Message]:
-    """The messages with the ``created_at`` kept by those they replaced."""
-    return [m if kept[m.id] == times[i] else replace(m, created_at=from_micros(kept[m.id]))
-            for i, m in enumerate(messages)]
-
-
-def _thread(row: Sequence[Any]) -> Thread:
-    return Thread(id=row[0], resource_id=row[1], title=row[2], metadata=json.loads(row[3]),
-                  created_at=to_utc(row[4]), updated_at=to_utc(row[5]))
-
-
-def _thread_params(threads: Sequence[Thread]) -> dict[str, Any]:
-    now = _now()
-    return {
-        "ids": [t.id for t in threads],
-        "resources": [t.resource_id for t in threads],
-        "titles": [t.title or "" for t in threads],
-        "metadatas": [_json(t.metadata or {}) for t in threads],
-        "filters": [filter_form(t.metadata, exact_integers=True) for t in threads],
-        "created": [t.created_at or now for t in threads],
-        "updated": [t.updated_at or now for t in threads],
-    }
-
-
-
-
-def _count(name: str, value: Any) -> int:
-    """A non-negative int, checked with the core's message."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    if value < 0:
-        raise InvalidArgumentError(f"{name} must be >= 0")
-    return value
