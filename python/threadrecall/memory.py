@@ -81,12 +81,16 @@ _IN_TRANSACTION: contextvars.ContextVar[bool] = contextvars.ContextVar("threadre
 
 
 def async_twin(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
-    """The async twin of a blocking method: the same call, run in a worker thread (or, inside
-    ``atransaction()``, on the thread that holds the transaction). It takes the same
-    parameters and is typed as a coroutine of the same result."""
+    """The async twin of a blocking method: the same call, with its database round trips
+    awaited on the running loop where the storage can (``run_async``: PostgreSQL), else run
+    in a worker thread (or, inside ``atransaction()``, on the thread that holds the
+    transaction). It takes the same parameters and is typed as a coroutine of the same
+    result."""
 
     @functools.wraps(method)
-    async def twin(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def twin(self: Any, *args: P.args, **kwargs: P.kwargs) -> R:
+        if self._awaits(kwargs):
+            return await self.storage.run_async(method, self, *args, **kwargs)
         if _IN_TRANSACTION.get():
             return method(self, *args, **kwargs)
         return await asyncio.to_thread(method, self, *args, **kwargs)
@@ -188,12 +192,25 @@ class Memory:
         >>> memory.recall("t1").total
         1
         """
+        if self._awaits({}):
+            async with self.storage.atransaction(lock=lock):
+                yield
+            return
         token = _IN_TRANSACTION.set(True)
         try:
             with self.transaction(lock=lock):
                 yield
         finally:
             _IN_TRANSACTION.reset(token)
+
+    def _awaits(self, kwargs: Mapping[str, Any]) -> bool:
+        """Whether an async twin awaits the storage's own async calls: on a storage that has
+        them, with no vector store and no semantic or lexical recall configured (embedders,
+        vector stores and the BM25 index block, so such a memory, or a call turning search on
+        through ``thread_config``, runs in a worker thread)."""
+        return (hasattr(self.storage, "run_async") and self.index is None
+                and self.options.semantic is None
+                and not (kwargs.get("thread_config") is not None and kwargs.get("vector_search_string")))
 
     @property
     def _embeds(self) -> bool:
@@ -664,10 +681,11 @@ class Memory:
         >>> asyncio.run(memory.asummarize_thread("t1", model)).summary
         '* A greeting.'
         """
-        messages = await asyncio.to_thread(
+        load = functools.partial(
             load_messages_for_summary, self.recall, check_thread_id(thread_id),
             resource_id=resource_id, last_messages=last_messages,
             max_input_tokens=max_input_tokens, abort_signal=abort_signal)
+        messages = await (self.storage.run_async(load) if self._awaits({}) else asyncio.to_thread(load))
         return await asummarize_conversation(
             messages, model, instructions=instructions, extract=extract, thread_id=thread_id,
             resource_id=resource_id, request_context=request_context, abort_signal=abort_signal,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from .config import is_count
@@ -44,6 +45,8 @@ class HistoryQuery:
     after_id: str | None = None
     before_id: str | None = None
 
+
+_ORDER = itemgetter(3, 4)  # (created_at, seq): a thread's order
 
 # The largest position a page may reach (``page * per_page``): beyond it offsets overflow.
 MAX_POSITION = 2**53
@@ -187,7 +190,7 @@ def _result(window: Sequence[MessageRow], rows: Sequence[MessageRow], total: int
     merged = {r[0]: r for r in rows}
     for r in window:
         merged.setdefault(r[0], r)
-    ordered = sorted(merged.values(), key=lambda r: (r[3], r[4]))
+    ordered = sorted(merged.values(), key=_ORDER)
     messages: list[Message] = messages_of(ordered)
     return RecallResult(messages, total, page, per_page, has_more)
 

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from .loop_bridge import awaiting
+
 __all__ = ["WriteGate", "gated_write"]
 
 P = ParamSpec("P")
@@ -70,8 +72,9 @@ class WriteGate:
             self._local.depth -= 1
 
     def wait_for_writes(self) -> None:
-        """Return once no write call is running (at once inside a transaction)."""
-        if not self._idle.is_set() and not getattr(self._local, "depth", 0):
+        """Return once no write call is running (at once inside a transaction, and for calls
+        awaited on an event loop, whose writes wait on the same thread)."""
+        if not self._idle.is_set() and not getattr(self._local, "depth", 0) and not awaiting():
             self._idle.wait()
 
 

@@ -80,14 +80,15 @@ def messages_of(rows: Sequence[MessageRow]) -> list[Message]:
         return []
     bodies = json.loads("[" + ",".join([row[5] for row in rows]) + "]")
     out = []
-    new = object.__new__
+    new, fill, epoch, micro = object.__new__, object.__setattr__, _EPOCH, timedelta
     for (mid, thread_id, resource_id, micros, _seq, _payload), body in zip(rows, bodies):
         stored = body["content"]
         content = new(MessageContent)
-        content.__dict__.update(parts=stored.get("parts") or [], text=stored.get("text"))
+        fill(content, "__dict__", {"parts": stored.get("parts") or [], "text": stored.get("text")})
         message = new(Message)
-        message.__dict__.update(id=mid, thread_id=thread_id, resource_id=resource_id, role=body["role"],
-                                content=content, created_at=from_micros(micros), type=body["type"],
-                                metadata=body["metadata"])
+        fill(message, "__dict__", {
+            "id": mid, "thread_id": thread_id, "resource_id": resource_id, "role": body["role"],
+            "content": content, "created_at": epoch + micro(microseconds=micros), "type": body["type"],
+            "metadata": body["metadata"]})
         out.append(message)
     return out

@@ -15,7 +15,11 @@ __all__ = [
     "list_threads", "page",
 ]
 
-MESSAGE_COLUMNS = "m.id, m.thread_id, m.resource_id, m.role, m.type, m.content, m.metadata, m.created_at, m.seq"
+# A message as recall's ``MessageRow``: (id, thread_id, resource_id, created_at, seq, payload),
+# the payload JSON assembled here from the stored JSON columns, so rows need no decoding step.
+MESSAGE_COLUMNS = ("m.id, m.thread_id, m.resource_id, m.created_at, m.seq, "
+                   "'{\"role\":' || to_json(m.role)::text || ',\"type\":' || to_json(m.type)::text"
+                   " || ',\"content\":' || m.content || ',\"metadata\":' || m.metadata || '}'")
 THREAD_COLUMNS = "id, resource_id, title, metadata, created_at, updated_at"
 
 # The feed entry of a write: the next position, taken last (its row lock is held to the commit).
@@ -139,12 +143,12 @@ CHANGES_SINCE = """
            WHERE c.position > %(position)s AND c.position <= (SELECT position FROM head)),
     latest AS (SELECT DISTINCT ON (ref) ref, kind FROM ch WHERE kind <> 't'
                ORDER BY ref, position DESC, n DESC)
-    SELECT 'h', NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text,
-           (SELECT position FROM horizon), (SELECT position FROM head)
+    SELECT 'h', NULL::text, NULL::text, NULL::text, (SELECT position FROM horizon),
+           (SELECT position FROM head), NULL::text
     UNION ALL
-    SELECT DISTINCT 't', ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL::bigint, NULL::bigint FROM ch WHERE kind = 't'
+    SELECT DISTINCT 't', ref, NULL, NULL, NULL::bigint, NULL::bigint, NULL FROM ch WHERE kind = 't'
     UNION ALL
-    SELECT 'd', ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL::bigint, NULL::bigint FROM latest WHERE kind = 'd'
+    SELECT 'd', ref, NULL, NULL, NULL::bigint, NULL::bigint, NULL FROM latest WHERE kind = 'd'
     UNION ALL
     SELECT 'u', """ + MESSAGE_COLUMNS + """
     FROM latest JOIN {s}.messages m ON m.id = latest.ref WHERE latest.kind = 'u'
@@ -164,29 +168,38 @@ THREAD_MESSAGES = (f"SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m WHERE m.thre
                    "ORDER BY m.created_at, m.seq")
 SCAN_MESSAGES = f"SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m ORDER BY m.seq"
 
+# Values the planner would look into (array lengths, a filter's selectivity) are read through
+# ``(SELECT %(x)s)``: custom and generic plans then cost alike, so a prepared statement keeps
+# its generic plan instead of being planned again on every call (planning cost more than
+# running these).
+
+# The targets with their widest asked-for context, then each one's neighbours on both sides
+# (full rows, read by the thread's index), de-duplicated in the thread's order.
+_STORED = "id, thread_id, resource_id, role, type, content, metadata, created_at, seq"
 WINDOW = """
-    WITH inc AS (SELECT * FROM unnest(%(ids)s::text[], %(before)s::bigint[], %(after)s::bigint[])
-                 AS i(id, nb, na)),
+    WITH inc AS (SELECT id, max(nb) AS nb, max(na) AS na
+                 FROM unnest((SELECT %(ids)s::text[]), (SELECT %(before)s::bigint[]),
+                             (SELECT %(after)s::bigint[])) AS i(id, nb, na)
+                 GROUP BY id),
     t AS MATERIALIZED (
-        SELECT m.id, m.thread_id, m.created_at, m.seq, max(i.nb) AS nb, max(i.na) AS na
+        SELECT """ + ", ".join("m." + c for c in _STORED.split(", ")) + """, i.nb, i.na
         FROM inc i JOIN {s}.messages m ON m.id = i.id {target_scope}
-        GROUP BY m.id, m.thread_id, m.created_at, m.seq
     ),
     picked AS (
-        SELECT id FROM t
-        UNION
-        SELECT e.id FROM t CROSS JOIN LATERAL (
-            SELECT x.id FROM {s}.messages x
+        SELECT """ + _STORED + """ FROM t
+        UNION ALL
+        SELECT e.* FROM t CROSS JOIN LATERAL (
+            SELECT """ + _STORED + """ FROM {s}.messages x
             WHERE x.thread_id = t.thread_id AND (x.created_at, x.seq) < (t.created_at, t.seq) {scope}
             ORDER BY x.created_at DESC, x.seq DESC LIMIT t.nb) e
-        UNION
-        SELECT l.id FROM t CROSS JOIN LATERAL (
-            SELECT x.id FROM {s}.messages x
+        UNION ALL
+        SELECT l.* FROM t CROSS JOIN LATERAL (
+            SELECT """ + _STORED + """ FROM {s}.messages x
             WHERE x.thread_id = t.thread_id AND (x.created_at, x.seq) > (t.created_at, t.seq) {scope}
             ORDER BY x.created_at, x.seq LIMIT t.na) l
     )
-    SELECT """ + MESSAGE_COLUMNS + """ FROM {s}.messages m JOIN picked USING (id)
-    ORDER BY m.created_at, m.seq
+    SELECT DISTINCT ON (m.created_at, m.seq, m.id) """ + MESSAGE_COLUMNS + """ FROM picked m
+    ORDER BY m.created_at, m.seq, m.id
 """
 
 
@@ -195,15 +208,15 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
     """One page of a thread with the count of every message passing the same conditions, and
     whether each cursor names a message of the thread, in one statement (``Timeline.page``'s
     rules: ``start``/``end`` are the comparison operators of the date bounds)."""
-    cond = ["m.thread_id = %(thread)s"]
+    cond = ["m.thread_id = (SELECT %(thread)s::text)"]
     if resource:
         cond.append("m.resource_id = %(resource)s")
     if start:
-        cond.append(f"m.created_at {start} %(start)s")
+        cond.append(f"m.created_at {start} (SELECT %(start)s::bigint)")
     if end:
-        cond.append(f"m.created_at {end} %(end)s")
+        cond.append(f"m.created_at {end} (SELECT %(end)s::bigint)")
     if metadata:
-        cond.append("m.filter @> %(filter)s::jsonb")
+        cond.append("m.filter @> (SELECT %(filter)s::jsonb)")
     ctes = []
     if after:
         ctes.append("a AS MATERIALIZED (SELECT created_at, seq FROM {s}.messages "
@@ -225,7 +238,8 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
                  {has_a} AS has_a, {has_b} AS has_b) h
     LEFT JOIN LATERAL (
         SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m WHERE {where}
-        ORDER BY m.created_at{direction}, m.seq{direction} OFFSET %(offset)s LIMIT %(limit)s
+        ORDER BY m.created_at{direction}, m.seq{direction}
+        OFFSET (SELECT %(offset)s::bigint) LIMIT (SELECT %(limit)s::bigint)
     ) r ON TRUE
     """
 

@@ -14,38 +14,37 @@ import contextlib
 import json
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from typing import Any
+from operator import itemgetter
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors, sql
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from ... import _core
+from ... import _core, loop_bridge
 from ...errors import InvalidArgumentError, ThreadNotFoundError
-from ...types import Message, Resource, Thread, ThreadPage, dumps, to_utc
+from ...types import Message, Resource, Thread, ThreadPage, to_utc
 from ..base import Changes
 from ..replica import Replica
-from ..rows import MessageRow, from_micros, message_of, payload, to_micros
+from ..rows import MessageRow, messages_of
 from ..thread_filter import validate_thread_filter
 from ..thread_listing import check_thread_paging, thread_order
 from ..thread_owners import missing_thread, owned
 from . import queries as q
-from .containment import filter_form, filter_value
+from .async_pools import LoopPools, fetch
+from .containment import filter_value
 from .schema import migrate, quoted_schema
+from .values import (as_stored, checked_count, json_text, message_params, thread_of,
+                     thread_params, utc_now)
 
 __all__ = ["PostgresStorage"]
 
+T = TypeVar("T")
 _RETRIED = (errors.DeadlockDetected, errors.SerializationFailure)
 _PRUNE_EVERY = 1000  # writes between two prunings of the change feed
-_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, default=str)
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 @dataclass
@@ -69,31 +68,43 @@ class _Transaction:
 class PostgresStorage:
     """Threads, messages and resources in one PostgreSQL schema.
 
-    ``dsn_or_pool`` is a connection string or a ``psycopg_pool.ConnectionPool`` (then owned by
-    the caller, and left open by ``close()``). The schema is created or migrated on first open.
+    ``dsn_or_pool`` is a connection string, a ``psycopg_pool.ConnectionPool`` or an
+    ``AsyncConnectionPool`` (a given pool is the caller's, left open by ``close()``; the other
+    kind is made from its connection settings). The schema is created or migrated on first open.
+
+    Blocking calls run on pooled connections; the same calls made through ``run_async``
+    (``Memory``'s async twins do) await pooled ``psycopg.AsyncConnection`` objects on the
+    running loop instead, with the same statements, and ``atransaction`` is ``transaction``
+    awaited.
 
     >>> storage = PostgresStorage(dsn, schema="docs_example")  # doctest: +SKIP
     >>> storage.save_thread(Thread(id="t1", resource_id="r1")).title  # doctest: +SKIP
     ''
     """
 
-    def __init__(self, dsn_or_pool: str | ConnectionPool, *, schema: str = "threadrecall",
-                 max_connections: int = 10, keep_changes: int = 100_000) -> None:
+    def __init__(self, dsn_or_pool: str | ConnectionPool | AsyncConnectionPool, *,
+                 schema: str = "threadrecall", max_connections: int = 10,
+                 keep_changes: int = 100_000) -> None:
         quoted_schema(schema)  # a bad name fails before any connection is made
         self.schema = schema
-        self.keep_changes = _count("keep_changes", keep_changes)
+        self.keep_changes = checked_count("keep_changes", keep_changes)
         self._writes = 0
+        name = f"threadrecall.{schema}"
+        given_async = dsn_or_pool if isinstance(dsn_or_pool, AsyncConnectionPool) else None
         if isinstance(dsn_or_pool, ConnectionPool):
             self._pool, self._owns_pool = dsn_or_pool, False
+            conninfo, kwargs = dsn_or_pool.conninfo, dsn_or_pool.kwargs
             with self._pool.connection() as conn:
                 self._prepare(conn)
         else:
-            with psycopg.connect(dsn_or_pool, autocommit=True) as conn:
+            conninfo, kwargs = ((given_async.conninfo, given_async.kwargs) if given_async is not None
+                                else (dsn_or_pool, {}))
+            with psycopg.connect(conninfo, **{**kwargs, "autocommit": True}) as conn:
                 self._prepare(conn)
-            self._pool = ConnectionPool(dsn_or_pool, min_size=1, max_size=max_connections,
-                                        kwargs={"autocommit": True}, open=True,
-                                        name=f"threadrecall.{schema}")
+            self._pool = ConnectionPool(conninfo, min_size=1, max_size=max_connections,
+                                        kwargs={**kwargs, "autocommit": True}, open=True, name=name)
             self._owns_pool = True
+        self._apools = LoopPools(conninfo, kwargs, max_connections, name, given_async)
         self._local = threading.local()
         # One cursor per pooled connection for lone statements (a connection serves one
         # thread at a time), which saves making one per call.
@@ -129,6 +140,41 @@ class PostgresStorage:
     def close(self) -> None:
         if self._owns_pool:
             self._pool.close()
+        self._apools.close()
+
+    async def aclose(self) -> None:
+        """``close()`` from a coroutine: the running loop's async pool is closed awaited."""
+        await self._apools.aclose()
+        self.close()
+
+    async def run_async(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call ``fn(*args, **kwargs)`` with this storage's round trips awaited on the running
+        loop (``loop_bridge.run``): its calls of this storage go to async connections.
+
+        >>> async def title(storage):  # doctest: +SKIP
+        ...     return (await storage.run_async(storage.get_thread, "t1")).title
+        """
+        async with loop_bridge.task_state():
+            return await loop_bridge.run(fn, *args, **kwargs)
+
+    @asynccontextmanager
+    async def atransaction(self, *, lock: str | None = None) -> AsyncIterator[None]:
+        """``transaction()`` for coroutines: ``run_async`` calls of this task inside join it.
+
+        >>> async def both(storage, a, b):  # doctest: +SKIP
+        ...     async with storage.atransaction():
+        ...         await storage.run_async(storage.save_threads, [a, b])
+        """
+        async with loop_bridge.task_state():
+            manager = self.transaction(lock=lock)
+            await loop_bridge.run(manager.__enter__)
+            try:
+                yield
+            except BaseException as exc:
+                if not await loop_bridge.run(manager.__exit__, type(exc), exc, exc.__traceback__):
+                    raise
+            else:
+                await loop_bridge.run(manager.__exit__, None, None, None)
 
     def __enter__(self) -> PostgresStorage:
         return self
@@ -154,20 +200,28 @@ class PostgresStorage:
                 tx.depth -= 1
             return
         # In pipeline mode BEGIN travels with the first statement and the feed entry with
-        # COMMIT: a transaction costs no round trip of its own.
-        with self._pool.connection() as conn, conn.pipeline():
-            tx = self._local.tx = _Transaction(conn)
+        # COMMIT: a transaction costs no round trip of its own. Awaited (inside run_async),
+        # the same steps run on an async connection.
+        if loop_bridge.awaiting():
+            synced = loop_bridge.entered
+            connection = synced(loop_bridge.wait(self._apools.pool()).connection())
+        else:
+            synced, connection = _as_is, self._pool.connection()
+        with connection as conn, synced(conn.pipeline()):
+            tx = _Transaction(conn)
+            self._set_open(tx)
             try:
-                with conn.transaction():
+                with synced(conn.transaction()):
                     if lock is not None:
                         self._lock(conn, lock)
                     yield conn
                     for finish in tx.finishing:
                         finish(conn)
                     if tx.kinds:
-                        conn.execute(self._sql["FLUSH_CHANGES"], {"kinds": tx.kinds, "refs": tx.refs})
+                        _execute(conn, self._sql["FLUSH_CHANGES"], {"kinds": tx.kinds, "refs": tx.refs},
+                                 rows=False)
             finally:
-                self._local.tx = None
+                self._set_open(None)
         for callback in tx.callbacks:
             callback()
 
@@ -207,17 +261,28 @@ class PostgresStorage:
         return self._open() is not None
 
     def _open(self) -> _Transaction | None:
+        """The open transaction of this thread (of this task, inside ``run_async``)."""
+        if loop_bridge.awaiting():
+            return loop_bridge.state().get(self)
         return getattr(self._local, "tx", None)
 
-    def _lock(self, conn: psycopg.Connection, key: str) -> None:
-        conn.execute(self._sql["LOCK"], {"key": f"threadrecall.{self.schema}:{key}"})
+    def _set_open(self, tx: _Transaction | None) -> None:
+        if loop_bridge.awaiting():
+            loop_bridge.state()[self] = tx
+        else:
+            self._local.tx = tx
+
+    def _lock(self, conn: Any, key: str) -> None:
+        _execute(conn, self._sql["LOCK"], {"key": f"threadrecall.{self.schema}:{key}"}, rows=False)
 
     def _fetch(self, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """Run one statement: on the open transaction, else on a pooled connection (retried
         when PostgreSQL chose it as a deadlock victim: a lone statement is safe to redo)."""
         tx = self._open()
         if tx is not None:
-            return tx.conn.execute(query, params).fetchall()
+            return _execute(tx.conn, query, params)
+        if loop_bridge.awaiting():
+            return loop_bridge.wait(self._apools.fetch(query, params))
         for attempt in range(4):
             conn = self._pool.getconn()
             try:
@@ -243,7 +308,7 @@ class PostgresStorage:
             if self._writes % _PRUNE_EVERY == 0:
                 self.prune_changes()
             return rows
-        rows = tx.conn.execute(self._sql[name], params).fetchall()
+        rows = _execute(tx.conn, self._sql[name], params)
         tx.log(kind, refs(rows))
         if self._writes % _PRUNE_EVERY == 0:
             tx.callbacks.append(self.prune_changes)
@@ -260,7 +325,7 @@ class PostgresStorage:
         if not wanted:
             return {}
         rows = self._fetch(self._sql["GET_THREADS"], {"ids": wanted})
-        return {row[0]: _thread(row) for row in rows}
+        return {row[0]: thread_of(row) for row in rows}
 
     def save_thread(self, thread: Thread) -> Thread:
         """Insert or replace a thread (an existing thread keeps its ``created_at``)."""
@@ -271,19 +336,19 @@ class PostgresStorage:
         if not threads:
             return {}
         latest = list({t.id: t for t in threads}.values())
-        rows = self._fetch(self._sql["SAVE_THREADS"], _thread_params(latest))
-        return {row[0]: _thread(row) for row in rows}
+        rows = self._fetch(self._sql["SAVE_THREADS"], thread_params(latest))
+        return {row[0]: thread_of(row) for row in rows}
 
     def create_threads(self, threads: Sequence[Thread]) -> dict[str, Thread]:
         """Insert threads the caller found missing; one created meanwhile by another process is
         left as it is and returned as stored."""
         if not threads:
             return {}
-        now = _now()
+        now = utc_now()
         made = {t.id: Thread(t.id, t.resource_id, t.title or "", t.metadata or {},
                              t.created_at or now, t.updated_at or now) for t in threads}
         inserted = {row[0] for row in self._fetch(self._sql["CREATE_THREADS"],
-                                                  _thread_params(list(made.values())))}
+                                                  thread_params(list(made.values())))}
         if len(inserted) < len(made):
             made.update(self.get_threads(i for i in made if i not in inserted))
         return made
@@ -292,13 +357,14 @@ class PostgresStorage:
                       metadata: Mapping[str, Any] | None = None) -> Thread:
         """Set the title (when given) and shallow-merge ``metadata`` into the thread's."""
         with self.transaction() as conn:
-            row = conn.execute(self._sql["THREAD_FOR_UPDATE"], {"id": thread_id}).fetchone()
+            found = _execute(conn, self._sql["THREAD_FOR_UPDATE"], {"id": thread_id})
+            row = found[0] if found else None
             if row is None:
                 raise ThreadNotFoundError(f"Thread with id {thread_id} not found")
-            thread = _thread(row)
+            thread = thread_of(row)
             return self.save_thread(replace(
                 thread, title=thread.title if title is None else title,
-                metadata={**thread.metadata, **(metadata or {})}, updated_at=_now(),
+                metadata={**thread.metadata, **(metadata or {})}, updated_at=utc_now(),
             ))
 
     def delete_thread(self, thread_id: str) -> None:
@@ -321,7 +387,7 @@ class PostgresStorage:
         rows = self._fetch(query, {"resource": resource_id, "limit": limit, "offset": offset,
                                    "filter": filter_value(wanted, exact_integers=True)})
         total = rows[0][0]
-        threads = [_thread(row[1:]) for row in rows if row[1] is not None]
+        threads = [thread_of(row[1:]) for row in rows if row[1] is not None]
         has_more = per_page is not False and offset + per_page < total
         return ThreadPage(threads, total, page, per_page, has_more)
 
@@ -337,7 +403,7 @@ class PostgresStorage:
     def update_resource(self, resource_id: str, *, working_memory: str | None = None,
                         metadata: Mapping[str, Any] | None = None) -> Resource:
         """Create or update a resource: working memory replaced when given, metadata merged."""
-        now = _now()
+        now = utc_now()
         with self.transaction(lock=f"resource:{resource_id}"):
             old = self.get_resource(resource_id) or Resource(resource_id, None, {}, now, now)
             new = replace(
@@ -347,7 +413,7 @@ class PostgresStorage:
                 updated_at=now,
             )
             self._fetch(self._sql["SAVE_RESOURCE"] + " RETURNING id", {
-                "id": new.id, "working_memory": new.working_memory, "metadata": _json(new.metadata),
+                "id": new.id, "working_memory": new.working_memory, "metadata": json_text(new.metadata),
                 "created": new.created_at, "updated": new.updated_at})
         return new
 
@@ -363,11 +429,11 @@ class PostgresStorage:
         if not wanted:
             return []
         rows = {r[0]: r for r in self._rows(self._sql["GET_MESSAGES"], {"ids": list(set(wanted))})}
-        return [message_of(rows[i]) for i in wanted if i in rows]
+        return messages_of([rows[i] for i in wanted if i in rows])
 
     def thread_messages(self, thread_id: str) -> list[Message]:
         """Every message of a thread, oldest first."""
-        return [message_of(r) for r in self._rows(self._sql["THREAD_MESSAGES"], {"thread": thread_id})]
+        return messages_of(self._rows(self._sql["THREAD_MESSAGES"], {"thread": thread_id}))
 
     def save_messages(self, messages: Sequence[Message]) -> list[Message]:
         """Upsert complete messages by id in one statement.
@@ -378,9 +444,9 @@ class PostgresStorage:
         if not messages:
             return []
         latest = list({m.id: m for m in messages}.values())
-        params = _message_params(latest)
+        params = message_params(latest)
         rows = self._write("SAVE_MESSAGES", params, "u", lambda rows: [r[0] for r in rows])
-        return _as_stored(latest, params["times"], {r[0]: r[1] for r in rows})
+        return as_stored(latest, params["times"], {r[0]: r[1] for r in rows})
 
     def save_turn(self, messages: Sequence[Message]) -> tuple[list[Message], dict[str, Thread]]:
         """Save messages with their threads in one statement (``Storage.save_turn``): missing
@@ -388,13 +454,13 @@ class PostgresStorage:
         if not messages:
             return [], {}
         latest = list({m.id: m for m in messages}.values())
-        params = _message_params(latest)
+        params = message_params(latest)
         rows = self._write("SAVE_TURN", params, "u", lambda rows: [r[1] for r in rows if r[0] == "m"])
         missing = {r[1] for r in rows if r[0] == "x"}
         if missing:
             raise missing_thread(next(m.thread_id for m in latest if m.thread_id in missing))
-        threads = {r[1]: _thread(r[1:7]) for r in rows if r[0] == "t"}
-        stored = _as_stored(owned(latest, threads), params["times"],
+        threads = {r[1]: thread_of(r[1:7]) for r in rows if r[0] == "t"}
+        stored = as_stored(owned(latest, threads), params["times"],
                             {r[1]: r[7] for r in rows if r[0] == "m"})
         return stored, threads
 
@@ -403,7 +469,7 @@ class PostgresStorage:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return []
-        rows = self._write("DELETE_MESSAGES", {"ids": wanted, "now": _now()}, "d",
+        rows = self._write("DELETE_MESSAGES", {"ids": wanted, "now": utc_now()}, "d",
                            lambda rows: [r[0] for r in rows])
         gone = {r[0] for r in rows}
         return [i for i in wanted if i in gone]
@@ -419,9 +485,9 @@ class PostgresStorage:
         one statement."""
         if metadata is not None:
             _core.validate_metadata_filter(metadata)
-        offset = _count("offset", offset)
+        offset = checked_count("offset", offset)
         if limit is not None:
-            limit = _count("limit", limit)
+            limit = checked_count("limit", limit)
         forward = True if after_id is not None else False if before_id is not None else not descending
         shape = (resource_id is not None, None if start is None else (">" if start_exclusive else ">="),
                  None if end is None else ("<" if end_exclusive else "<="), bool(metadata),
@@ -439,7 +505,7 @@ class PostgresStorage:
         for ok, cursor in ((has_after, after_id), (has_before, before_id)):
             if not ok:
                 raise InvalidArgumentError(f"no message with id {cursor} in thread {thread_id}")
-        rows = [_row(r[3:]) for r in found if r[3] is not None]
+        rows = [r[3:] for r in found if r[3] is not None]
         if forward == descending:
             rows.reverse()
         return rows, total
@@ -451,8 +517,8 @@ class PostgresStorage:
         ids, before, after = [], [], []
         for mid, nb, na in includes:
             ids.append(mid)
-            before.append(_count("before", nb))
-            after.append(_count("after", na))
+            before.append(checked_count("before", nb))
+            after.append(checked_count("after", na))
         if not ids:
             return []
         query = self._sql[f"WINDOW_{resource_id is not None}"]
@@ -464,12 +530,11 @@ class PostgresStorage:
         """The message writes committed after ``position`` (0: since the beginning), up to the
         feed's head: each id's last change only, rows as they are now. Committed state only,
         even when called inside a transaction."""
-        with self._pool.connection() as conn:
-            rows = conn.execute(self._sql["CHANGES_SINCE"], {"position": position}).fetchall()
-        head, horizon = next((r[9], r[8]) for r in rows if r[0] == "h")
+        rows = self._committed(self._sql["CHANGES_SINCE"], {"position": position}, rows=True)
+        head, horizon = next((r[5], r[4]) for r in rows if r[0] == "h")
         if position > head or position < horizon:  # recreated, or pruned past this reader
             return Changes(head, reset=True)
-        upserted = sorted((_row(r[1:]) for r in rows if r[0] == "u"), key=lambda r: r[4])
+        upserted = sorted((r[1:] for r in rows if r[0] == "u"), key=itemgetter(4))
         return Changes(head, upserted, [r[1] for r in rows if r[0] == "d"],
                        [r[1] for r in rows if r[0] == "t"])
 
@@ -477,9 +542,8 @@ class PostgresStorage:
         """Drop the change-feed entries more than ``keep`` (default ``keep_changes``) positions
         behind its head. A reader left behind them rebuilds from a scan instead of missing a
         change. Every thousandth write of this object calls it."""
-        keep = self.keep_changes if keep is None else _count("keep", keep)
-        with self._pool.connection() as conn:
-            conn.execute(self._sql["PRUNE_CHANGES"], {"keep": keep})
+        keep = self.keep_changes if keep is None else checked_count("keep", keep)
+        self._committed(self._sql["PRUNE_CHANGES"], {"keep": keep}, rows=False)
 
     def scan_messages(self, batch: int = 50_000) -> Iterator[list[MessageRow]]:
         """Every stored message, in batches, in insertion order (one snapshot)."""
@@ -488,7 +552,7 @@ class PostgresStorage:
             cur.itersize = batch
             cur.execute(self._sql["SCAN_MESSAGES"])
             while chunk := cur.fetchmany(batch):
-                yield [_row(r) for r in chunk]
+                yield chunk
 
     # ----------------------------------------------------------------------------- replica
 
@@ -507,74 +571,29 @@ class PostgresStorage:
         committed during the build)."""
         return self.replica.lexical(self.scan_messages, contextlib.nullcontext)
 
+    def _committed(self, query: str, params: Mapping[str, Any], *, rows: bool) -> list[tuple[Any, ...]]:
+        """One statement on a pooled connection of its own, outside any open transaction."""
+        if loop_bridge.awaiting():
+            return loop_bridge.wait(self._apools.fetch(query, params, rows=rows))
+        with self._pool.connection() as conn:
+            return _execute(conn, query, params, rows=rows)
+
     def _rows(self, query: str, params: Mapping[str, Any]) -> list[MessageRow]:
-        return [_row(r) for r in self._fetch(query, params)]
+        return self._fetch(query, params)  # type: ignore[return-value]  (selected as MessageRow)
 
 
-def _json(value: Any) -> str:
-    """The stored JSON text of a value; unpaired surrogates, which PostgreSQL's UTF-8 text
-    cannot hold, are written as escapes (read back as the same string)."""
-    text = dumps(value)
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            text = _ASCII.encode(value)
-    return text
+def _execute(conn: psycopg.Connection | psycopg.AsyncConnection, query: str,
+             params: Mapping[str, Any], *, rows: bool = True) -> list[tuple[Any, ...]]:
+    """Run one statement on ``conn`` (awaited on an async connection) and fetch its rows;
+    ``rows=False`` leaves the result unread (in pipeline mode: no round trip of its own)."""
+    if isinstance(conn, psycopg.AsyncConnection):
+        return loop_bridge.wait(fetch(conn, query, params, rows=rows))
+    cursor = conn.execute(query, params)
+    return cursor.fetchall() if rows else []
 
 
-def _message_params(messages: Sequence[Message]) -> dict[str, Any]:
-    """The parameters of a message upsert, one array per column."""
-    return {
-        "ids": [m.id for m in messages],
-        "threads": [m.thread_id for m in messages],
-        "resources": [m.resource_id for m in messages],
-        "roles": [m.role for m in messages],
-        "types": [m.type for m in messages],
-        "contents": [_json(m.content.to_dict()) for m in messages],
-        "metadatas": [_json(m.metadata) for m in messages],
-        "filters": [filter_form(m.metadata) for m in messages],
-        "times": [to_micros(m.created_at) for m in messages],
-        "now": _now(),
-        "touched": sorted({m.thread_id for m in messages}),
-    }
-
-
-def _as_stored(messages: Sequence[Message], times: Sequence[int], kept: Mapping[str, int]) -> list[Message]:
-    """The messages with the ``created_at`` kept by those they replaced."""
-    return [m if kept[m.id] == times[i] else replace(m, created_at=from_micros(kept[m.id]))
-            for i, m in enumerate(messages)]
-
-
-def _row(r: Sequence[Any]) -> MessageRow:
-    """(id, thread_id, resource_id, role, type, content, metadata, created_at, seq) as a row."""
-    return (r[0], r[1], r[2], r[7], r[8], payload(r[3], r[4], r[5], r[6]))
-
-
-def _thread(row: Sequence[Any]) -> Thread:
-    return Thread(id=row[0], resource_id=row[1], title=row[2], metadata=json.loads(row[3]),
-                  created_at=to_utc(row[4]), updated_at=to_utc(row[5]))
-
-
-def _thread_params(threads: Sequence[Thread]) -> dict[str, Any]:
-    now = _now()
-    return {
-        "ids": [t.id for t in threads],
-        "resources": [t.resource_id for t in threads],
-        "titles": [t.title or "" for t in threads],
-        "metadatas": [_json(t.metadata or {}) for t in threads],
-        "filters": [filter_form(t.metadata, exact_integers=True) for t in threads],
-        "created": [t.created_at or now for t in threads],
-        "updated": [t.updated_at or now for t in threads],
-    }
-
-
-
-
-def _count(name: str, value: Any) -> int:
-    """A non-negative int, checked with the core's message."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    if value < 0:
-        raise InvalidArgumentError(f"{name} must be >= 0")
-    return value
+@contextmanager
+def _as_is(manager: Any) -> Iterator[Any]:
+    """A blocking context manager entered as it is (the counterpart of ``entered``)."""
+    with manager as value:
+        yield value
