@@ -53,6 +53,7 @@ import uuid
 from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -201,7 +202,10 @@ def recall_at_10(search, truth, members_of, work, scope: str, embed) -> float:
 
 
 def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_calls: int,
-            n_recall: int, chosen: list[str], ef_construction: int | None) -> dict:
+            n_recall: int, chosen: list[str], ef_construction: int | None,
+            loaded: Callable[[], None] = lambda: None) -> dict:
+    """Time each store; ``loaded`` returns once the load is complete (the HNSW stores may open,
+    and the PostgreSQL cache be rebuilt from its rows, while pgvector's index is still built)."""
     import psycopg
 
     embedder = HashEmbedder(dim=384)
@@ -216,6 +220,8 @@ def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_call
     stores[STORES[2]] = pgv = Memory(storage=pg, vector=PgVector(pg), embedder=embedder, options=OPTIONS)
     opened = {}
     for name, memory in stores.items():  # the first search loads the index (rebuilds it over PostgreSQL)
+        if name == STORES[2]:
+            loaded()
         started = time.perf_counter()
         memory.recall("t0", resource_id="r0", per_page=0, vector_search_string=QUERIES[0])
         if isinstance(memory.vector, HnswVectorStore):
@@ -379,9 +385,11 @@ def main() -> None:
         server = PostgresServer(settings=SERVER)
         server.start()
         dsn = server.dsn
+    beside = False
     if args.measure:
         folder = args.measure
-        state = json.loads((folder / "state.json").read_text())
+        beside = not (folder / "state.json").exists()  # started while that load still runs
+        state = json.loads((folder / ("loading.json" if beside else "state.json")).read_text())
     else:
         size = args.size
         state = {"size": size, "threads": min(THREADS, size // 10), "schema": f"bench_{uuid.uuid4().hex[:12]}",
@@ -393,6 +401,7 @@ def main() -> None:
         if not args.measure:
             state["load_before"] = f"{os.getloadavg()[0]:.1f}"
             print(f"loading {state['size']:,} messages into {folder} and schema {state['schema']}", flush=True)
+            (folder / "loading.json").write_text(json.dumps(state))
             state["load_s"] = load(state["size"], state["threads"], folder, dsn, state["schema"],
                                    state["stores"], state["ef_construction"])
             print(f"  load: {state['load_s']}", flush=True)
@@ -400,8 +409,15 @@ def main() -> None:
         if keep:
             print(f"kept: --measure {folder}")
             return
+        def loaded() -> None:
+            while not (folder / "state.json").exists():
+                time.sleep(5)
+
         result = measure(state["size"], state["threads"], folder, dsn, state["schema"], args.calls,
-                         args.recall_queries, state.get("stores", list(STORES)), state.get("ef_construction"))
+                         args.recall_queries, state.get("stores", list(STORES)), state.get("ef_construction"),
+                         loaded)
+        state = json.loads((folder / "state.json").read_text())
+        result["opened_beside_load"] = beside
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
