@@ -216,8 +216,12 @@ def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_call
         duck_storage = DuckDBStorage(folder / "bench.duckdb")
         stores[STORES[0]] = Memory(storage=duck_storage, vector=HnswVectorStore(duck_storage, **graph),
                                    embedder=embedder, options=OPTIONS)
-    stores[STORES[1]] = Memory(storage=pg, vector=HnswVectorStore(pg, **graph), embedder=embedder, options=OPTIONS)
-    stores[STORES[2]] = pgv = Memory(storage=pg, vector=PgVector(pg), embedder=embedder, options=OPTIONS)
+    if STORES[1] in chosen:
+        stores[STORES[1]] = Memory(storage=pg, vector=HnswVectorStore(pg, **graph), embedder=embedder,
+                                   options=OPTIONS)
+    pgv = Memory(storage=pg, vector=PgVector(pg), embedder=embedder, options=OPTIONS)
+    if STORES[2] in chosen:
+        stores[STORES[2]] = pgv
     opened = {}
     for name, memory in stores.items():  # the first search loads the index (rebuilds it over PostgreSQL)
         if name == STORES[2]:
@@ -252,7 +256,8 @@ def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_call
     members = {k: np.asarray(v) for k, v in members.items()}
 
     result = {"size": size, "threads": threads, "calls": n_calls, "recall_queries": n_recall,
-              "ef_construction": stores[STORES[1]].vector.ef_construction,
+              "ef_construction": ef_construction or HnswVectorStore.__init__.__kwdefaults__["ef_construction"],
+              "stores": list(stores),
               "opened_s": opened, "select1_p50": percentile(floor, 50), "select1_p95": percentile(floor, 95),
               "rows": []}
     for scope in ("thread", "resource"):
@@ -304,13 +309,14 @@ def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_call
         result["rows"].append(row)
         print("  ", row, flush=True)
     direct.close()
-    for memory in stores.values():
+    for memory in {*stores.values(), pgv}:
         memory.close()
     return result
 
 
 def report() -> None:
-    runs = sorted((json.loads(p.read_text()) for p in RESULTS.glob("pg_vectors_*.json")), key=lambda r: r["size"])
+    runs = sorted((json.loads(p.read_text()) for p in RESULTS.glob("pg_vectors_*.json")),
+                  key=lambda r: (r["size"], r["date"]))
     lines = [
         "# Semantic recall on the three vector stores, and pgvector queried directly",
         "",
@@ -326,7 +332,12 @@ def report() -> None:
                   f"{run['threads']:,} threads ({run['size'] // run['threads']} messages each), 100 resources "
                   f"({run['size'] // 100:,} each); {run['calls']:,} calls per scope and store, recall@10 over "
                   f"{run['recall_queries']} of them. One round trip (`SELECT 1`): p50 {run['select1_p50']:.3f} ms, "
-                  f"p95 {run['select1_p95']:.3f} ms.",
+                  f"p95 {run['select1_p95']:.3f} ms."
+                  + (f" Stores measured in this run: {', '.join(run['stores'])}; the HNSW stores built with "
+                     f"m 16, ef_construction {run['ef_construction']} (pgvector's: m 16, ef_construction 64)."
+                     if "stores" in run else "")
+                  + (" The PostgreSQL cache was rebuilt while pgvector's index was still being built, both "
+                     "on the same cores." if run.get("opened_beside_load") else ""),
                   "",
                   "| scope | store | recall() p50 | recall() p95 | search_ids / SQL p50 | search_ids / SQL p95 "
                   "| recall@10 |",
@@ -356,7 +367,7 @@ def main() -> None:
                         help="load, keep the stores and print their folder (needs THREADRECALL_TEST_PG_DSN)")
     parser.add_argument("--measure", type=Path, metavar="FOLDER", help="measure the stores a --load-only run kept")
     parser.add_argument("--stores", default=",".join(STORES),
-                        help="comma-separated: which stores to load and measure (the PostgreSQL ones always)")
+                        help="comma-separated: which stores to load (the PostgreSQL ones always) or measure")
     parser.add_argument("--ef-construction", type=int, default=None,
                         help="ef_construction of the HNSW stores (default: HnswVectorStore's own)")
     parser.add_argument("--serve", action="store_true",
@@ -396,7 +407,9 @@ def main() -> None:
                  "stores": [s for s in STORES if s in args.stores.split(",") or s != STORES[0]],
                  "ef_construction": args.ef_construction}
         folder = Path(tempfile.mkdtemp(prefix="bench_pg_vectors_"))
-    keep = args.load_only
+    chosen = [s for s in state.get("stores", list(STORES)) if s in args.stores.split(",")]
+    # The stores outlive a run that measures only some of them (another measures the rest).
+    keep = args.load_only or (args.measure and set(chosen) < set(state.get("stores", STORES)))
     try:
         if not args.measure:
             state["load_before"] = f"{os.getloadavg()[0]:.1f}"
@@ -406,16 +419,16 @@ def main() -> None:
                                    state["stores"], state["ef_construction"])
             print(f"  load: {state['load_s']}", flush=True)
             (folder / "state.json").write_text(json.dumps(state))
-        if keep:
+        if args.load_only:
             print(f"kept: --measure {folder}")
             return
+
         def loaded() -> None:
             while not (folder / "state.json").exists():
                 time.sleep(5)
 
         result = measure(state["size"], state["threads"], folder, dsn, state["schema"], args.calls,
-                         args.recall_queries, state.get("stores", list(STORES)), state.get("ef_construction"),
-                         loaded)
+                         args.recall_queries, chosen, state.get("ef_construction"), loaded)
         state = json.loads((folder / "state.json").read_text())
         result["opened_beside_load"] = beside
     finally:
@@ -430,7 +443,9 @@ def main() -> None:
                     conn.execute(f'DROP SCHEMA IF EXISTS "{state["schema"]}" CASCADE')
     result.update(load_s=state["load_s"], date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                   load_before=state["load_before"], load_after=f"{os.getloadavg()[0]:.1f}")
-    (RESULTS / f"pg_vectors_{state['size']}.json").write_text(json.dumps(result, indent=1) + "\n")
+    part = "" if set(result["stores"]) >= set(state["stores"]) else "_" + "_".join(
+        s.split(" + ")[-1].lower().replace(" ", "_") for s in result["stores"])  # some of the stores
+    (RESULTS / f"pg_vectors_{state['size']}{part}.json").write_text(json.dumps(result, indent=1) + "\n")
     report()
 
 
