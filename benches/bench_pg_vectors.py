@@ -333,11 +333,12 @@ def report() -> None:
                   f"({run['size'] // 100:,} each); {run['calls']:,} calls per scope and store, recall@10 over "
                   f"{run['recall_queries']} of them. One round trip (`SELECT 1`): p50 {run['select1_p50']:.3f} ms, "
                   f"p95 {run['select1_p95']:.3f} ms."
-                  + (f" Stores measured in this run: {', '.join(run['stores'])}; the HNSW stores built with "
+                  + (f" Stores measured in this run: {', '.join(run['stores'])}." if "stores" in run else "")
+                  + (" The HNSW stores built with "
                      f"m 16, ef_construction {run['ef_construction']} (pgvector's: m 16, ef_construction 64)."
-                     if "stores" in run else "")
+                     if STORES[1] in run.get("stores", ()) else "")
                   + (" The PostgreSQL cache was rebuilt while pgvector's index was still being built, both "
-                     "on the same cores." if run.get("opened_beside_load") else ""),
+                     "on the same cores." if run.get("opened_beside_load") and STORES[1] in run["stores"] else ""),
                   "",
                   "| scope | store | recall() p50 | recall() p95 | search_ids / SQL p50 | search_ids / SQL p95 "
                   "| recall@10 |",
@@ -351,6 +352,9 @@ def report() -> None:
                   "First search of each store in a new process (index file loaded, or the PostgreSQL cache "
                   "rebuilt from its rows, then linked): " +
                   ", ".join(f"{k} {v:,.1f} s" for k, v in run["opened_s"].items()) + "."]
+    notes = RESULTS / "pg_vectors_notes.md"  # written by hand: what the tables alone do not say
+    if notes.exists():
+        lines += ["", notes.read_text().rstrip("\n")]
     out = RESULTS / "pg_vectors.md"
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
