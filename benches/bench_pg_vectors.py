@@ -327,6 +327,8 @@ def report() -> None:
         "machine, with the load named under it.",
     ]
     for run in runs:
+        if "opened_beside_load" in run:  # the stores a run measured: those of its rows
+            run.setdefault("stores", [s for s in STORES if any(r["store"] == s for r in run["rows"])])
         lines += ["", f"## {run['size']:,} messages", "",
                   f"Run {run['date']}; load average before / after: {run['load_before']} / {run['load_after']}. "
                   f"{run['threads']:,} threads ({run['size'] // run['threads']} messages each), 100 resources "
