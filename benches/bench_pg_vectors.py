@@ -385,6 +385,9 @@ def main() -> None:
     if args.serve:
         from postgres_server import PostgresServer
 
+        import signal
+
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill <pid> stops the server too
         with PostgresServer(settings=SERVER) as server:
             print(f"THREADRECALL_TEST_PG_DSN={server.dsn}", flush=True)
             try:
