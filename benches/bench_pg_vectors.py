@@ -53,6 +53,7 @@ import uuid
 from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -77,7 +78,7 @@ QUERIES = [f"what did we say about {t} and item {i}" for t in ("billing", "suppo
 OPTIONS = {"semantic_recall": {"top_k": 4, "message_range": 1}}
 STORES = ("DuckDB + HNSW", "PostgreSQL + HNSW cache", "PostgreSQL + PgVector")
 # The server the run starts when none is given: room to build pgvector's HNSW index in memory.
-SERVER = {"shared_buffers": "2GB", "maintenance_work_mem": "3GB", "max_parallel_maintenance_workers": "2",
+SERVER = {"shared_buffers": "2GB", "maintenance_work_mem": "8GB", "max_parallel_maintenance_workers": "2",
           "effective_cache_size": "8GB", "work_mem": "64MB"}
 RESULTS = HERE / "results"
 
@@ -91,19 +92,25 @@ def calls(threads: int, n: int, seed: int) -> list[tuple[str, str, str]]:
     return [(f"t{t}", f"r{t % RESOURCES}", rng.choice(QUERIES)) for t in (rng.randrange(threads) for _ in range(n))]
 
 
-def load(size: int, threads: int, folder: Path, dsn: str, schema: str) -> dict[str, float]:
+def load(size: int, threads: int, folder: Path, dsn: str, schema: str, stores: list[str],
+         ef_construction: int | None) -> dict[str, float]:
     """Every store gets the same messages and vectors; returns the seconds each part took."""
     import psycopg
 
     took: dict[str, float] = {}
     embedder = HashEmbedder(dim=384)
-    duck = DuckDBStorage(folder / "bench.duckdb")
+    with_duck = STORES[0] in stores
+    graph = {} if ef_construction is None else {"ef_construction": ef_construction}
+    duck = DuckDBStorage(folder / "bench.duckdb") if with_duck else None
     pg = PostgresStorage(dsn, schema=schema)
-    duck_vectors, pg_vectors, pgvector = HnswVectorStore(duck), HnswVectorStore(pg), PgVector(pg)
-    duck_index, pg_index = MessageIndex(duck_vectors, embedder), MessageIndex(pg_vectors, embedder)
+    duck_vectors = HnswVectorStore(duck, **graph) if with_duck else None
+    pg_vectors, pgvector = HnswVectorStore(pg, **graph), PgVector(pg)
+    duck_index = MessageIndex(duck_vectors, embedder) if with_duck else None
+    pg_index = MessageIndex(pg_vectors, embedder)
     pgvector_index = MessageIndex(pgvector, embedder)
     for index in (duck_index, pg_index, pgvector_index):
-        index.ensure()
+        if index is not None:
+            index.ensure()
     table = pgvector._info(pgvector_index.name).table
     with pg.transaction() as conn:  # rows first, the HNSW graph after, as pgvector advises
         (hnsw_name,) = conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s "
@@ -112,8 +119,9 @@ def load(size: int, threads: int, folder: Path, dsn: str, schema: str) -> dict[s
     thread_list = [Thread(f"t{t}", f"r{t % RESOURCES}") for t in range(threads)]
     by_id = {t.id: t for t in thread_list}
     for storage in (duck, pg):
-        storage.save_threads(thread_list)
-    took.update(embed=0.0, duckdb=0.0, postgres_hnsw=0.0, pgvector_copy=0.0)
+        if storage is not None:
+            storage.save_threads(thread_list)
+    took.update(embed=0.0, **({"duckdb": 0.0} if with_duck else {}), postgres_hnsw=0.0, pgvector_copy=0.0)
     truth = np.zeros((size, 384), np.float32)
     rows = conversation(size, threads=threads, resources=RESOURCES)
     done = 0
@@ -121,12 +129,14 @@ def load(size: int, threads: int, folder: Path, dsn: str, schema: str) -> dict[s
     while chunk := list(islice(rows, BATCH)):
         messages = [incoming_message(r) for r in chunk]
         started = time.perf_counter()
-        embedded = duck_index.prepare(messages)
+        embedded = pg_index.prepare(messages)
         took["embed"] += time.perf_counter() - started
         unit = embedded.vectors / np.linalg.norm(embedded.vectors, axis=1, keepdims=True)
         truth[done:done + len(messages)] = unit
         done += len(messages)
         for label, storage, index in (("duckdb", duck, duck_index), ("postgres_hnsw", pg, pg_index)):
+            if storage is None:
+                continue
             started = time.perf_counter()
             with storage.transaction():
                 stored = storage.save_messages(messages)
@@ -137,24 +147,25 @@ def load(size: int, threads: int, folder: Path, dsn: str, schema: str) -> dict[s
             out.write(_binary_rows([f"{m.id}#0" for m in messages], unit,
                                    [dumps(vector_metadata(m, by_id[m.thread_id])) for m in messages]))
         took["pgvector_copy"] += time.perf_counter() - started
-        print(f"  loaded {done:,} / {size:,}", flush=True)
+        print(f"  loaded {done:,} / {size:,}: " + ", ".join(f"{k} {v:,.0f} s" for k, v in took.items()), flush=True)
     started = time.perf_counter()
     with pg.connection() as conn:
-        conn.execute("SET maintenance_work_mem = '3GB'")
+        conn.execute("SET maintenance_work_mem = '8GB'")  # the whole graph of 1M x 384 fits
         conn.execute("SET max_parallel_maintenance_workers = 2")
         conn.execute(f'CREATE INDEX "{hnsw_name}" ON {table.as_string(conn)} USING hnsw (embedding vector_ip_ops) '
                      f"WITH (m = {pgvector.m}, ef_construction = {pgvector.ef_construction})")
         conn.execute(f"VACUUM ANALYZE {table.as_string(conn)}")
         conn.execute(f'VACUUM ANALYZE "{schema}".hnsw_rows')
     took["pgvector_hnsw_build"] = time.perf_counter() - started
-    started = time.perf_counter()
-    duck_vectors.link()
-    duck_vectors.close()  # writes the index file
-    took["duckdb_link_and_save"] = time.perf_counter() - started
+    if with_duck:
+        started = time.perf_counter()
+        duck_vectors.link()
+        duck_vectors.close()  # writes the index file
+        took["duckdb_link_and_save"] = time.perf_counter() - started
+        duck.close()
     np.save(folder / "truth.npy", truth)
     pgvector.close()
     pg_vectors.close()
-    duck.close()
     pg.close()
     return took
 
@@ -191,17 +202,30 @@ def recall_at_10(search, truth, members_of, work, scope: str, embed) -> float:
 
 
 def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_calls: int,
-            n_recall: int) -> dict:
+            n_recall: int, chosen: list[str], ef_construction: int | None,
+            loaded: Callable[[], None] = lambda: None) -> dict:
+    """Time each store; ``loaded`` returns once the load is complete (the HNSW stores may open,
+    and the PostgreSQL cache be rebuilt from its rows, while pgvector's index is still built)."""
     import psycopg
 
     embedder = HashEmbedder(dim=384)
-    duck = Memory(storage=DuckDBStorage(folder / "bench.duckdb"), embedder=embedder, options=OPTIONS)
+    graph = {} if ef_construction is None else {"ef_construction": ef_construction}
     pg = PostgresStorage(dsn, schema=schema)
-    hnsw = Memory(storage=pg, vector=HnswVectorStore(pg), embedder=embedder, options=OPTIONS)
+    stores = {}
+    if STORES[0] in chosen:
+        duck_storage = DuckDBStorage(folder / "bench.duckdb")
+        stores[STORES[0]] = Memory(storage=duck_storage, vector=HnswVectorStore(duck_storage, **graph),
+                                   embedder=embedder, options=OPTIONS)
+    if STORES[1] in chosen:
+        stores[STORES[1]] = Memory(storage=pg, vector=HnswVectorStore(pg, **graph), embedder=embedder,
+                                   options=OPTIONS)
     pgv = Memory(storage=pg, vector=PgVector(pg), embedder=embedder, options=OPTIONS)
-    stores = dict(zip(STORES, (duck, hnsw, pgv)))
+    if STORES[2] in chosen:
+        stores[STORES[2]] = pgv
     opened = {}
     for name, memory in stores.items():  # the first search loads the index (rebuilds it over PostgreSQL)
+        if name == STORES[2]:
+            loaded()
         started = time.perf_counter()
         memory.recall("t0", resource_id="r0", per_page=0, vector_search_string=QUERIES[0])
         if isinstance(memory.vector, HnswVectorStore):
@@ -209,7 +233,7 @@ def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_call
         opened[name] = time.perf_counter() - started
         print(f"  {name}: first search (load or rebuild, and link) {opened[name]:,.1f} s", flush=True)
     embedder.embed(QUERIES)
-    qvec = {q: duck.index.embed_query(q)[0] for q in QUERIES}
+    qvec = {q: pgv.index.embed_query(q)[0] for q in QUERIES}
 
     direct = psycopg.connect(dsn, autocommit=True)
     direct.execute("SET hnsw.iterative_scan = relaxed_order")
@@ -232,6 +256,8 @@ def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_call
     members = {k: np.asarray(v) for k, v in members.items()}
 
     result = {"size": size, "threads": threads, "calls": n_calls, "recall_queries": n_recall,
+              "ef_construction": ef_construction or HnswVectorStore.__init__.__kwdefaults__["ef_construction"],
+              "stores": list(stores),
               "opened_s": opened, "select1_p50": percentile(floor, 50), "select1_p95": percentile(floor, 95),
               "rows": []}
     for scope in ("thread", "resource"):
@@ -283,13 +309,14 @@ def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_call
         result["rows"].append(row)
         print("  ", row, flush=True)
     direct.close()
-    for memory in (duck, hnsw, pgv):
+    for memory in {*stores.values(), pgv}:
         memory.close()
     return result
 
 
 def report() -> None:
-    runs = sorted((json.loads(p.read_text()) for p in RESULTS.glob("pg_vectors_*.json")), key=lambda r: r["size"])
+    runs = sorted((json.loads(p.read_text()) for p in RESULTS.glob("pg_vectors_*.json")),
+                  key=lambda r: (r["size"], r["date"]))
     lines = [
         "# Semantic recall on the three vector stores, and pgvector queried directly",
         "",
@@ -300,12 +327,20 @@ def report() -> None:
         "machine, with the load named under it.",
     ]
     for run in runs:
+        if "opened_beside_load" in run:  # the stores a run measured: those of its rows
+            run.setdefault("stores", [s for s in STORES if any(r["store"] == s for r in run["rows"])])
         lines += ["", f"## {run['size']:,} messages", "",
                   f"Run {run['date']}; load average before / after: {run['load_before']} / {run['load_after']}. "
                   f"{run['threads']:,} threads ({run['size'] // run['threads']} messages each), 100 resources "
                   f"({run['size'] // 100:,} each); {run['calls']:,} calls per scope and store, recall@10 over "
                   f"{run['recall_queries']} of them. One round trip (`SELECT 1`): p50 {run['select1_p50']:.3f} ms, "
-                  f"p95 {run['select1_p95']:.3f} ms.",
+                  f"p95 {run['select1_p95']:.3f} ms."
+                  + (f" Stores measured in this run: {', '.join(run['stores'])}." if "stores" in run else "")
+                  + (" The HNSW stores built with "
+                     f"m 16, ef_construction {run['ef_construction']} (pgvector's: m 16, ef_construction 64)."
+                     if STORES[1] in run.get("stores", ()) else "")
+                  + (" The PostgreSQL cache was rebuilt while pgvector's index was still being built, both "
+                     "on the same cores." if run.get("opened_beside_load") and STORES[1] in run["stores"] else ""),
                   "",
                   "| scope | store | recall() p50 | recall() p95 | search_ids / SQL p50 | search_ids / SQL p95 "
                   "| recall@10 |",
@@ -319,6 +354,9 @@ def report() -> None:
                   "First search of each store in a new process (index file loaded, or the PostgreSQL cache "
                   "rebuilt from its rows, then linked): " +
                   ", ".join(f"{k} {v:,.1f} s" for k, v in run["opened_s"].items()) + "."]
+    notes = RESULTS / "pg_vectors_notes.md"  # written by hand: what the tables alone do not say
+    if notes.exists():
+        lines += ["", notes.read_text().rstrip("\n")]
     out = RESULTS / "pg_vectors.md"
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -334,10 +372,29 @@ def main() -> None:
     parser.add_argument("--load-only", action="store_true",
                         help="load, keep the stores and print their folder (needs THREADRECALL_TEST_PG_DSN)")
     parser.add_argument("--measure", type=Path, metavar="FOLDER", help="measure the stores a --load-only run kept")
+    parser.add_argument("--stores", default=",".join(STORES),
+                        help="comma-separated: which stores to load (the PostgreSQL ones always) or measure")
+    parser.add_argument("--ef-construction", type=int, default=None,
+                        help="ef_construction of the HNSW stores (default: HnswVectorStore's own)")
+    parser.add_argument("--serve", action="store_true",
+                        help="start a server with this bench's settings, print its DSN, run until interrupted")
     args = parser.parse_args()
     if args.report:
         report()
         return
+    if args.serve:
+        from postgres_server import PostgresServer
+
+        import signal
+
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill <pid> stops the server too
+        with PostgresServer(settings=SERVER) as server:
+            print(f"THREADRECALL_TEST_PG_DSN={server.dsn}", flush=True)
+            try:
+                while True:
+                    time.sleep(3600)
+            except KeyboardInterrupt:
+                return
     server = None
     dsn = os.environ.get("THREADRECALL_TEST_PG_DSN")
     if (args.load_only or args.measure) and not dsn:
@@ -348,26 +405,41 @@ def main() -> None:
         server = PostgresServer(settings=SERVER)
         server.start()
         dsn = server.dsn
+    beside = False
     if args.measure:
         folder = args.measure
-        state = json.loads((folder / "state.json").read_text())
+        beside = not (folder / "state.json").exists()  # started while that load still runs
+        state = json.loads((folder / ("loading.json" if beside else "state.json")).read_text())
     else:
         size = args.size
-        state = {"size": size, "threads": min(THREADS, size // 10), "schema": f"bench_{uuid.uuid4().hex[:12]}"}
+        state = {"size": size, "threads": min(THREADS, size // 10), "schema": f"bench_{uuid.uuid4().hex[:12]}",
+                 "stores": [s for s in STORES if s in args.stores.split(",") or s != STORES[0]],
+                 "ef_construction": args.ef_construction}
         folder = Path(tempfile.mkdtemp(prefix="bench_pg_vectors_"))
-    keep = args.load_only
+    chosen = [s for s in state.get("stores", list(STORES)) if s in args.stores.split(",")]
+    # The stores outlive a run that measures only some of them (another measures the rest).
+    keep = args.load_only or (args.measure and set(chosen) < set(state.get("stores", STORES)))
     try:
         if not args.measure:
             state["load_before"] = f"{os.getloadavg()[0]:.1f}"
             print(f"loading {state['size']:,} messages into {folder} and schema {state['schema']}", flush=True)
-            state["load_s"] = load(state["size"], state["threads"], folder, dsn, state["schema"])
+            (folder / "loading.json").write_text(json.dumps(state))
+            state["load_s"] = load(state["size"], state["threads"], folder, dsn, state["schema"],
+                                   state["stores"], state["ef_construction"])
             print(f"  load: {state['load_s']}", flush=True)
             (folder / "state.json").write_text(json.dumps(state))
-        if keep:
+        if args.load_only:
             print(f"kept: --measure {folder}")
             return
+
+        def loaded() -> None:
+            while not (folder / "state.json").exists():
+                time.sleep(5)
+
         result = measure(state["size"], state["threads"], folder, dsn, state["schema"], args.calls,
-                         args.recall_queries)
+                         args.recall_queries, chosen, state.get("ef_construction"), loaded)
+        state = json.loads((folder / "state.json").read_text())
+        result["opened_beside_load"] = beside
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
@@ -380,7 +452,9 @@ def main() -> None:
                     conn.execute(f'DROP SCHEMA IF EXISTS "{state["schema"]}" CASCADE')
     result.update(load_s=state["load_s"], date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                   load_before=state["load_before"], load_after=f"{os.getloadavg()[0]:.1f}")
-    (RESULTS / f"pg_vectors_{state['size']}.json").write_text(json.dumps(result, indent=1) + "\n")
+    part = "" if set(result["stores"]) >= set(state["stores"]) else "_" + "_".join(
+        s.split(" + ")[-1].lower().replace(" ", "_") for s in result["stores"])  # some of the stores
+    (RESULTS / f"pg_vectors_{state['size']}{part}.json").write_text(json.dumps(result, indent=1) + "\n")
     report()
 
 

@@ -86,17 +86,17 @@ CREATE = """INSERT INTO {s}.hnsw_indexes (name, dimension, metric, origin)
             ON CONFLICT (name) DO NOTHING RETURNING dimension"""
 WRITE = """
     INSERT INTO {s}.hnsw_rows (index_name, id, vector, metadata)
-    SELECT %(name)s, i.id, i.vector, i.metadata
-    FROM unnest(%(ids)s::text[], %(vectors)s::bytea[], %(texts)s::text[]) AS i(id, vector, metadata)
+    SELECT %(name)s, i.id, substring(%(vectors)b::bytea FROM ((i.n - 1) * %(width)s + 1)::int FOR %(width)s::int), i.metadata
+    FROM unnest(%(ids)b::text[], %(texts)b::text[]) WITH ORDINALITY AS i(id, metadata, n)
     ON CONFLICT (index_name, id) DO UPDATE SET vector = excluded.vector, metadata = excluded.metadata
 """
-DELETE = "DELETE FROM {s}.hnsw_rows WHERE index_name = %(name)s AND id = ANY(%(ids)s::text[])"
+DELETE = "DELETE FROM {s}.hnsw_rows WHERE index_name = %(name)s AND id = ANY(%(ids)b::text[])"
 # The generation of a transaction's changes, taken last (its row lock is held to the commit).
 STAMP = """
     WITH g AS (UPDATE {s}.hnsw_indexes SET generation = generation + 1 WHERE name = %(name)s
                RETURNING generation),
          noted AS (INSERT INTO {s}.hnsw_changes (index_name, generation, id)
-                   SELECT %(name)s, g.generation, i.id FROM g, unnest(%(ids)s::text[]) AS i(id))
+                   SELECT %(name)s, g.generation, i.id FROM g, unnest(%(ids)b::text[]) AS i(id))
     SELECT generation FROM g
 """
 # Delete the changes at or below a new horizon, and record it (in the stamping transaction,
@@ -212,10 +212,9 @@ class PostgresRows:
               replacing: bool) -> None:
         """Insert or replace rows in the open transaction (their generation comes at commit)."""
         data = np.ascontiguousarray(matrix, dtype="<f4")
-        vectors = [row.tobytes() for row in data]
+        params = {"name": name, "ids": ids, "texts": texts, "vectors": data.tobytes(), "width": 4 * data.shape[1]}
         with self.storage.transaction() as conn:
-            conn.cursor(binary=True).execute(
-                self._sql["WRITE"], {"name": name, "ids": ids, "vectors": vectors, "texts": texts})
+            conn.cursor(binary=True).execute(self._sql["WRITE"], params)
             self._changed(name, ids)
 
     def delete(self, name: str, ids: list[str]) -> None:
