@@ -18,6 +18,7 @@ pub mod records;
 pub mod search;
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
@@ -54,6 +55,8 @@ pub struct VectorIndex {
     pub(crate) records: RecordTable,
     pub(crate) slot_of: HashMap<Box<str>, u32>,
     pub(crate) postings: Postings,
+    /// What the index files hold of it (see `persist`).
+    pub(crate) journal: Mutex<persist::Journal>,
 }
 
 impl VectorIndex {
@@ -85,6 +88,7 @@ impl VectorIndex {
             records,
             slot_of: HashMap::new(),
             postings: Postings::default(),
+            journal: Mutex::default(),
         };
         for slot in 0..index.ids.len() as u32 {
             if !index.graph.is_deleted(slot) {
@@ -252,6 +256,11 @@ impl VectorIndex {
             return false;
         };
         self.graph.mark_deleted(slot);
+        self.journal
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .removed
+            .push(slot);
         let graph = &self.graph;
         self.postings
             .remove(self.records.get(slot).iter(), |s| graph.is_deleted(s));
@@ -283,9 +292,12 @@ impl VectorIndex {
         doomed
     }
 
-    /// The stored vector of `id` (unit length for cosine).
-    pub fn get_vector(&self, id: &str) -> Option<&[f32]> {
-        self.slot_of.get(id).map(|&s| self.graph.vector(s))
+    /// The stored vector of `id` (unit length for cosine), read from its file.
+    pub fn get_vector(&self, id: &str) -> Result<Option<Vec<f32>>> {
+        self.slot_of
+            .get(id)
+            .map(|&s| self.graph.vector(s))
+            .transpose()
     }
 
     /// The `k` closest vectors passing `filter`, closest first; `ef` overrides the planner's
@@ -364,7 +376,10 @@ impl VectorIndex {
         let (mut relink, mut requeue) = (Vec::new(), Vec::new());
         for slot in 0..self.graph.slots() as u32 {
             if !self.graph.is_deleted(slot) {
-                let new = graph.push(self.graph.vector(slot));
+                let old = &self.graph;
+                let new = old
+                    .originals
+                    .with_row(slot, || old.decoded(slot), |v| graph.push(v));
                 if queued[slot as usize] {
                     requeue.push(new);
                 } else {
@@ -404,7 +419,7 @@ impl VectorIndex {
             + self.slot_of.capacity() * (16 + 4 + 4);
         let records = self.records.memory_bytes(ALLOC);
         MemoryUse {
-            vectors: g.vectors.capacity() * 4,
+            vectors: g.originals.memory_bytes(),
             codes: g.codes_bytes(),
             graph,
             ids,
@@ -609,7 +624,7 @@ mod tests {
         idx.add(ids, &[0.0, 0.0, 5.0, 5.0, 9.0, 9.0], metas)
             .unwrap();
         assert_eq!(idx.len(), 2);
-        assert_eq!(idx.get_vector("a"), Some(&[9.0f32, 9.0][..]));
+        assert_eq!(idx.get_vector("a").unwrap(), Some(vec![9.0f32, 9.0]));
         let f = Filter::vector(&Input::Map(vec![(
             "thread_id".into(),
             Input::Str("t0".into()),
