@@ -8,8 +8,8 @@
 //! which a graph walk tolerates. Relaxed atomic loads and stores are plain moves on the
 //! machines this runs on.
 
-use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::vector::graph::NONE;

@@ -89,7 +89,10 @@ impl Codes {
     /// The vector the codes of `slot` stand for: `scale * codes`.
     pub(crate) fn decode(&self, slot: usize, dim: usize) -> Vec<f32> {
         let scale = self.scales[slot];
-        self.of(slot, dim).iter().map(|&c| c as f32 * scale).collect()
+        self.of(slot, dim)
+            .iter()
+            .map(|&c| c as f32 * scale)
+            .collect()
     }
 
     #[inline]

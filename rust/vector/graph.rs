@@ -22,10 +22,10 @@ use crate::distance::Metric;
 use crate::error::{CoreError, Result};
 use crate::vector::adjacency::Adjacency;
 use crate::vector::codes::Codes;
-use crate::vector::persist::originals::Originals;
 /// Re-exported: searches outside the graph measure codes with it too.
 pub(crate) use crate::vector::codes::Query;
 pub use crate::vector::insert::{LinkPlan, Linked};
+use crate::vector::persist::originals::Originals;
 
 /// Highest level a slot may draw; far above what a billion slots would reach.
 pub(crate) const MAX_LEVEL: usize = 16;

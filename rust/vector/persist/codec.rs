@@ -150,13 +150,19 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
     pub(crate) fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap_or_default()))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().unwrap_or_default(),
+        ))
     }
     pub(crate) fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap_or_default()))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().unwrap_or_default(),
+        ))
     }
     pub(crate) fn u128(&mut self) -> Result<u128> {
-        Ok(u128::from_le_bytes(self.take(16)?.try_into().unwrap_or_default()))
+        Ok(u128::from_le_bytes(
+            self.take(16)?.try_into().unwrap_or_default(),
+        ))
     }
     /// A count that must fit in memory.
     pub(crate) fn count(&mut self) -> Result<usize> {
@@ -165,7 +171,10 @@ impl<'a> Reader<'a> {
     /// `n` four-byte words appended to `out`.
     pub(crate) fn words_into<T: Word>(&mut self, n: usize, out: &mut Vec<T>) -> Result<()> {
         let raw = self.take(n.checked_mul(4).ok_or_else(|| corrupt("bad count"))?)?;
-        out.extend(raw.chunks_exact(4).map(|c| T::from_le([c[0], c[1], c[2], c[3]])));
+        out.extend(
+            raw.chunks_exact(4)
+                .map(|c| T::from_le([c[0], c[1], c[2], c[3]])),
+        );
         Ok(())
     }
     pub(crate) fn words<T: Word>(&mut self, n: usize) -> Result<Vec<T>> {
@@ -178,18 +187,23 @@ impl<'a> Reader<'a> {
         Ok(())
     }
     pub(crate) fn str(&mut self) -> Result<Box<str>> {
+        self.str_ref().map(Into::into)
+    }
+    pub(crate) fn str_ref(&mut self) -> Result<&'a str> {
         let n = self.u32()? as usize;
         let raw = self.take(n)?;
-        std::str::from_utf8(raw)
-            .map(Into::into)
-            .map_err(|_| corrupt("bad text"))
+        std::str::from_utf8(raw).map_err(|_| corrupt("bad text"))
     }
     pub(crate) fn value(&mut self) -> Result<Value> {
         Ok(match self.u8()? {
             0 => Value::Null,
             1 => Value::Bool(self.u8()? != 0),
-            2 => Value::Int(i64::from_le_bytes(self.take(8)?.try_into().unwrap_or_default())),
-            3 => Value::Float(f64::from_le_bytes(self.take(8)?.try_into().unwrap_or_default())),
+            2 => Value::Int(i64::from_le_bytes(
+                self.take(8)?.try_into().unwrap_or_default(),
+            )),
+            3 => Value::Float(f64::from_le_bytes(
+                self.take(8)?.try_into().unwrap_or_default(),
+            )),
             4 => Value::Str(self.str()?),
             5 => Value::Other,
             _ => return Err(corrupt("bad value tag")),

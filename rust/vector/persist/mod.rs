@@ -36,6 +36,7 @@ use crate::filter::Record;
 use crate::vector::adjacency::Adjacency;
 use crate::vector::codes::Codes;
 use crate::vector::graph::{Graph, Params, NONE};
+use crate::vector::ids::Ids;
 use crate::vector::records::RecordTable;
 use crate::vector::VectorIndex;
 use codec::{checksum, corrupt, Reader, Writer};
@@ -118,7 +119,11 @@ pub fn finish(index: &mut VectorIndex, written: Written) -> Result<()> {
         return Ok(());
     };
     let journal = index.journal.get_mut().unwrap_or_else(|e| e.into_inner());
-    if !journal.saved.as_ref().is_some_and(|s| s.vectors == backing.id) {
+    if !journal
+        .saved
+        .as_ref()
+        .is_some_and(|s| s.vectors == backing.id)
+    {
         return Ok(()); // compacted since: the next save writes everything again
     }
     let originals = &mut index.graph.originals;
@@ -164,7 +169,10 @@ fn write_full(
     let target = vectors_path(path);
     let staging = temporary(&target);
     let mut backing = Backing::create(&staging, g.params().dim, origin)?;
-    let copied = g.originals.copy_rows(&backing, 0).and_then(|()| backing.rename(&target));
+    let copied = g
+        .originals
+        .copy_rows(&backing, 0)
+        .and_then(|()| backing.rename(&target));
     if let Err(e) = copied {
         let _ = fs::remove_file(&staging);
         return Err(e);
@@ -247,7 +255,9 @@ fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) ->
         w.words(&terms[first..]);
     }
     w.words(&g.originals.sums[first..]);
-    index.ids[first..].iter().for_each(|id| w.str(id));
+    for slot in first as u32..n as u32 {
+        w.str(index.ids.get(slot));
+    }
     for slot in first as u32..n as u32 {
         let record = index.records.get(slot);
         w.u32(record.iter().count() as u32);
@@ -259,7 +269,12 @@ fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) ->
     for slot in first as u32..n as u32 {
         w.u32(g.links.parent(slot));
     }
-    w.bytes(&g.deleted[first..].iter().map(|&d| d as u8).collect::<Vec<_>>());
+    w.bytes(
+        &g.deleted[first..]
+            .iter()
+            .map(|&d| d as u8)
+            .collect::<Vec<_>>(),
+    );
     for slot in first as u32..n as u32 {
         g.links.untouch(slot);
         g.links.slot_words(slot).for_each(|x| w.u32(x));
@@ -271,7 +286,11 @@ fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) ->
         w.u32(g.links.parent(slot));
         g.links.slot_words(slot).for_each(|x| w.u32(x));
     }
-    let mut gone: Vec<u32> = removed.iter().copied().filter(|&s| (s as usize) < first).collect();
+    let mut gone: Vec<u32> = removed
+        .iter()
+        .copied()
+        .filter(|&s| (s as usize) < first)
+        .collect();
     gone.sort_unstable();
     gone.dedup();
     w.u64(gone.len() as u64);
@@ -316,7 +335,14 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
         state.pending.into(),
     );
     graph.validate().map_err(|e| corrupt(&e))?;
-    let index = VectorIndex::from_graph(graph, state.ids, state.records);
+    let mut ids = state.ids;
+    for slot in (0..slots as u32).filter(|&s| !graph.is_deleted(s)) {
+        if ids.find(ids.get(slot)).is_some() {
+            return Err(corrupt("an id with two live slots"));
+        }
+        ids.revive(slot);
+    }
+    let index = VectorIndex::from_graph(graph, ids, state.records);
     *index.journal.lock().unwrap_or_else(|e| e.into_inner()) = Journal {
         saved: Some(Saved {
             path: path.to_path_buf(),
@@ -374,7 +400,7 @@ struct Loaded {
     levels: Vec<u8>,
     codes: Codes,
     sums: Vec<u32>,
-    ids: Vec<Box<str>>,
+    ids: Ids,
     records: RecordTable,
     parents: Vec<u32>,
     deleted: Vec<bool>,
@@ -392,7 +418,7 @@ impl Loaded {
             levels: Vec::new(),
             codes: Codes::default(),
             sums: Vec::new(),
-            ids: Vec::new(),
+            ids: Ids::default(),
             records: RecordTable::new(),
             parents: Vec::new(),
             deleted: Vec::new(),
@@ -416,19 +442,30 @@ impl Loaded {
         }
         let new = slots - first;
         let levels = r.take(new)?;
-        if levels.iter().any(|&l| l as usize > crate::vector::graph::MAX_LEVEL) {
+        if levels
+            .iter()
+            .any(|&l| l as usize > crate::vector::graph::MAX_LEVEL)
+        {
             return Err(corrupt("bad level"));
         }
         self.levels.extend_from_slice(levels);
         let c = &mut self.codes;
-        r.i8s_into(new.checked_mul(dim).ok_or_else(|| corrupt("bad count"))?, &mut c.codes)?;
-        for terms in [&mut c.scales, &mut c.norms, &mut c.residuals, &mut c.norm_gaps] {
+        r.i8s_into(
+            new.checked_mul(dim).ok_or_else(|| corrupt("bad count"))?,
+            &mut c.codes,
+        )?;
+        for terms in [
+            &mut c.scales,
+            &mut c.norms,
+            &mut c.residuals,
+            &mut c.norm_gaps,
+        ] {
             r.words_into(new, terms)?;
         }
         r.words_into(new, &mut self.sums)?;
         self.ids.reserve(new);
         for _ in 0..new {
-            self.ids.push(r.str()?);
+            self.ids.push(r.str_ref()?, false);
         }
         self.records.reserve(new);
         for _ in 0..new {

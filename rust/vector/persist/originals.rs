@@ -117,7 +117,8 @@ impl Originals {
         let Some(b) = self.backing.as_mut() else {
             return Ok(());
         };
-        write_rows(&b.file, dim, b.rows, &self.tail).map_err(|e| io("write", b.path.as_deref(), e))?;
+        write_rows(&b.file, dim, b.rows, &self.tail)
+            .map_err(|e| io("write", b.path.as_deref(), e))?;
         b.rows += self.tail.len() / dim;
         self.tail.clear();
         self.tail.shrink_to(SPILL_BYTES / 4);
@@ -127,7 +128,12 @@ impl Originals {
     /// Calls `f` with the row of `slot`. A failed read (a disk error) hands `f` `fallback`
     /// instead, so a search degrades to approximate scores rather than failing.
     #[inline]
-    pub fn with_row<R>(&self, slot: u32, fallback: impl FnOnce() -> Vec<f32>, f: impl FnOnce(&[f32]) -> R) -> R {
+    pub fn with_row<R>(
+        &self,
+        slot: u32,
+        fallback: impl FnOnce() -> Vec<f32>,
+        f: impl FnOnce(&[f32]) -> R,
+    ) -> R {
         let (slot, dim) = (slot as usize, self.dim);
         let b = match &self.backing {
             Some(b) if slot < b.rows => b,
@@ -173,12 +179,18 @@ impl Originals {
             let n = CHUNK.min(stored - row);
             buf.resize(n * dim, 0.0);
             read_rows(&b.file, dim, row, &mut buf).map_err(|e| io("read", b.path.as_deref(), e))?;
-            write_rows(&target.file, dim, row, &buf).map_err(|e| io("write", target.path.as_deref(), e))?;
+            write_rows(&target.file, dim, row, &buf)
+                .map_err(|e| io("write", target.path.as_deref(), e))?;
             row += n;
         }
         let skip = row.saturating_sub(stored) * dim;
-        write_rows(&target.file, dim, row, &self.tail[skip.min(self.tail.len())..])
-            .map_err(|e| io("write", target.path.as_deref(), e))
+        write_rows(
+            &target.file,
+            dim,
+            row,
+            &self.tail[skip.min(self.tail.len())..],
+        )
+        .map_err(|e| io("write", target.path.as_deref(), e))
     }
 
     /// Makes `backing`, which holds every row, the file behind them; the tail is dropped.
@@ -191,7 +203,10 @@ impl Originals {
     /// Syncs the file to disk.
     pub(crate) fn sync(&self) -> Result<()> {
         match &self.backing {
-            Some(b) => b.file.sync_data().map_err(|e| io("sync", b.path.as_deref(), e)),
+            Some(b) => b
+                .file
+                .sync_data()
+                .map_err(|e| io("sync", b.path.as_deref(), e)),
             None => Ok(()),
         }
     }
@@ -212,7 +227,10 @@ impl Backing {
     fn temporary(dim: usize) -> Result<Backing> {
         let dir = std::env::temp_dir();
         let id = fresh_id();
-        let path = dir.join(format!("threadrecall-{}-{id:032x}.vectors", std::process::id()));
+        let path = dir.join(format!(
+            "threadrecall-{}-{id:032x}.vectors",
+            std::process::id()
+        ));
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -251,7 +269,13 @@ impl Backing {
 
     /// Opens the file at `path` if it is the vectors file `id` of an index of dimension `dim`
     /// and origin `origin`, holding at least `rows` rows; anything else is `IndexCorrupt`.
-    pub(crate) fn open(path: &Path, dim: usize, id: u128, origin: &str, rows: usize) -> Result<Backing> {
+    pub(crate) fn open(
+        path: &Path,
+        dim: usize,
+        id: u128,
+        origin: &str,
+        rows: usize,
+    ) -> Result<Backing> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -275,7 +299,10 @@ impl Backing {
             return Err(corrupt("the vectors file belongs to another index"));
         }
         let needed = HEADER_LEN + (rows * dim * 4) as u64;
-        let len = file.metadata().map_err(|e| io("read", Some(path), e))?.len();
+        let len = file
+            .metadata()
+            .map_err(|e| io("read", Some(path), e))?
+            .len();
         if len < needed {
             return Err(corrupt("the vectors file is truncated"));
         }
@@ -298,7 +325,9 @@ impl Backing {
         w.u64(sum);
         let mut head = w.into_bytes();
         if head.len() > HEADER_LEN as usize {
-            return Err(CoreError::InvalidArgument("the index origin is too long".into()));
+            return Err(CoreError::InvalidArgument(
+                "the index origin is too long".into(),
+            ));
         }
         head.resize(HEADER_LEN as usize, 0);
         self.file
@@ -308,7 +337,9 @@ impl Backing {
 
     /// Syncs and renames the file to `path`.
     pub(crate) fn rename(&mut self, path: &Path) -> Result<()> {
-        self.file.sync_all().map_err(|e| io("sync", self.path.as_deref(), e))?;
+        self.file
+            .sync_all()
+            .map_err(|e| io("sync", self.path.as_deref(), e))?;
         if let Some(from) = &self.path {
             fs::rename(from, path).map_err(|e| io("rename", Some(from), e))?;
         }
@@ -339,7 +370,8 @@ fn read_rows(file: &File, dim: usize, first: usize, rows: &mut [f32]) -> std::io
     };
     file.read_exact_at(bytes, at)?;
     if cfg!(target_endian = "big") {
-        rows.iter_mut().for_each(|x| *x = f32::from_bits(x.to_bits().swap_bytes()));
+        rows.iter_mut()
+            .for_each(|x| *x = f32::from_bits(x.to_bits().swap_bytes()));
     }
     Ok(())
 }
@@ -349,7 +381,9 @@ fn write_rows(file: &File, dim: usize, first: usize, rows: &[f32]) -> std::io::R
     let mut w = Writer::new();
     let bytes: &[u8] = if cfg!(target_endian = "little") {
         // SAFETY: f32 has no padding; u8 needs no alignment.
-        unsafe { std::slice::from_raw_parts(rows.as_ptr().cast::<u8>(), std::mem::size_of_val(rows)) }
+        unsafe {
+            std::slice::from_raw_parts(rows.as_ptr().cast::<u8>(), std::mem::size_of_val(rows))
+        }
     } else {
         w.words(rows);
         w.as_bytes()
@@ -370,12 +404,16 @@ pub(crate) fn fresh_id() -> u128 {
         z ^ (z >> 31)
     };
     let a = mix(nanos ^ (std::process::id() as u64) << 32);
-    let b = mix(a ^ COUNTER.fetch_add(1, Ordering::Relaxed).wrapping_add(0x9E37_79B9_7F4A_7C15));
+    let b = mix(a ^ COUNTER
+        .fetch_add(1, Ordering::Relaxed)
+        .wrapping_add(0x9E37_79B9_7F4A_7C15));
     (a as u128) << 64 | b as u128
 }
 
 fn io(what: &str, path: Option<&Path>, e: std::io::Error) -> CoreError {
-    let name = path.map_or("a temporary vectors file".to_string(), |p| p.display().to_string());
+    let name = path.map_or("a temporary vectors file".to_string(), |p| {
+        p.display().to_string()
+    });
     CoreError::Io(format!("cannot {what} {name}: {e}"))
 }
 

@@ -72,14 +72,20 @@ fn save_then_load_gives_identical_results() {
     full_save(&mut idx, &path, 42, "db-1");
     let (back, generation, origin) = load(&path).unwrap();
     assert_eq!((generation, &*origin), (42, "db-1"));
-    same_answers(&idx, &back, &data.iter().step_by(37).cloned().collect::<Vec<_>>());
+    same_answers(
+        &idx,
+        &back,
+        &data.iter().step_by(37).cloned().collect::<Vec<_>>(),
+    );
     assert!(!back.contains("id-5"));
     assert!(!back.contains("id-650"));
     assert!(idx.pending_len() >= 99);
     // A loaded graph keeps drawing the same levels as the original.
     let (mut a, mut b) = (idx, back);
-    a.add(vec!["x".into()], &data[1], vec![Input::Null]).unwrap();
-    b.add(vec!["x".into()], &data[1], vec![Input::Null]).unwrap();
+    a.add(vec!["x".into()], &data[1], vec![Input::Null])
+        .unwrap();
+    b.add(vec!["x".into()], &data[1], vec![Input::Null])
+        .unwrap();
     assert_eq!(a.graph.levels, b.graph.levels);
     // And links its saved queue into the same graph.
     let queued = a.pending_len();
@@ -98,7 +104,11 @@ fn a_loaded_index_scores_with_the_exact_float_vectors() {
     let path = temp("exact.hnsw");
     full_save(&mut idx, &path, 1, "db");
     let (back, _, _) = load(&path).unwrap();
-    assert_eq!(back.graph.originals.stored(), 700, "every row is read from the file");
+    assert_eq!(
+        back.graph.originals.stored(),
+        700,
+        "every row is read from the file"
+    );
     for q in data.iter().step_by(50) {
         for hit in back.search(q, 5, None, None).unwrap() {
             let i: usize = hit.id[3..].parse().unwrap();
@@ -128,10 +138,17 @@ fn a_small_change_appends_about_its_size_and_reloads_equal() {
     let grown = fs::metadata(&path).unwrap().len() - index_len;
     let grown_vectors = fs::metadata(vectors_path(&path)).unwrap().len() - vectors_len;
     assert_eq!(grown_vectors, 10 * 12 * 4, "the new rows only");
-    assert!(grown < index_len / 4, "appended {grown} bytes to a file of {index_len}");
+    assert!(
+        grown < index_len / 4,
+        "appended {grown} bytes to a file of {index_len}"
+    );
     let (back, generation, _) = load(&path).unwrap();
     assert_eq!(generation, 2);
-    same_answers(&idx, &back, &data.iter().step_by(29).cloned().collect::<Vec<_>>());
+    same_answers(
+        &idx,
+        &back,
+        &data.iter().step_by(29).cloned().collect::<Vec<_>>(),
+    );
     assert!(!back.contains("id-7") && back.contains("new-3") && back.contains("id-100"));
     // Saved again with nothing changed: one small frame.
     full_save(&mut idx, &path, 3, "db");
@@ -148,11 +165,19 @@ fn an_incomplete_last_frame_takes_the_index_back_to_the_save_before() {
     let first = fs::read(&path).unwrap();
     let (before, _, _) = load(&path).unwrap();
     let flat: Vec<f32> = data[..3].iter().flatten().copied().collect();
-    idx.add((0..3).map(|i| format!("late-{i}")).collect(), &flat, metas(0..3))
-        .unwrap();
+    idx.add(
+        (0..3).map(|i| format!("late-{i}")).collect(),
+        &flat,
+        metas(0..3),
+    )
+    .unwrap();
     full_save(&mut idx, &path, 2, "db");
     let full = fs::read(&path).unwrap();
-    for cut in [full.len() - 1, first.len() + 9, first.len() + (full.len() - first.len()) / 2] {
+    for cut in [
+        full.len() - 1,
+        first.len() + 9,
+        first.len() + (full.len() - first.len()) / 2,
+    ] {
         fs::write(&path, &full[..cut]).unwrap();
         let (back, generation, _) = load(&path).unwrap();
         assert_eq!(generation, 1, "cut at {cut}");
@@ -214,7 +239,11 @@ fn a_foreign_damaged_truncated_or_missing_vectors_file_is_corrupt() {
     let mut other = VectorIndex::new(12, Metric::Euclidean, 8, 60, 5).unwrap();
     let flat: Vec<f32> = data.iter().rev().flatten().copied().collect();
     other
-        .add((0..700).map(|i| format!("id-{i}")).collect(), &flat, metas(0..700))
+        .add(
+            (0..700).map(|i| format!("id-{i}")).collect(),
+            &flat,
+            metas(0..700),
+        )
         .unwrap();
     let elsewhere = temp("other.hnsw");
     full_save(&mut other, &elsewhere, 1, "db");
@@ -225,22 +254,31 @@ fn a_foreign_damaged_truncated_or_missing_vectors_file_is_corrupt() {
         ("truncated", Some(good[..good.len() - 4].to_vec())),
         ("header only", Some(good[..header].to_vec())),
         ("empty", Some(Vec::new())),
-        ("damaged header", Some({
-            let mut v = good.clone();
-            v[12] ^= 0x10;
-            v
-        })),
-        ("damaged first row", Some({
-            let mut v = good.clone();
-            v[header + 2] ^= 0x40;
-            v
-        })),
-        ("damaged last row", Some({
-            let mut v = good.clone();
-            let at = v.len() - 7;
-            v[at] ^= 0x40;
-            v
-        })),
+        (
+            "damaged header",
+            Some({
+                let mut v = good.clone();
+                v[12] ^= 0x10;
+                v
+            }),
+        ),
+        (
+            "damaged first row",
+            Some({
+                let mut v = good.clone();
+                v[header + 2] ^= 0x40;
+                v
+            }),
+        ),
+        (
+            "damaged last row",
+            Some({
+                let mut v = good.clone();
+                let at = v.len() - 7;
+                v[at] ^= 0x40;
+                v
+            }),
+        ),
         ("missing", None),
     ];
     for (label, bytes) in cases {
