@@ -54,10 +54,10 @@ RSS_CHILD = textwrap.dedent("""
     # The code that opens and searches an index file, paged in once on a tiny store.
     warm = HnswVectorStore(sys.argv[3])
     warm.search_ids("docs", np.ones(dim, dtype=np.float32), top_k=1)
+    queries = np.random.default_rng(5).standard_normal((300, dim)).astype(np.float32)
     store = HnswVectorStore(sys.argv[1])
     store.describe_index("docs")  # the database is open; the index is not loaded yet
     before = rss()
-    queries = np.random.default_rng(5).standard_normal((300, dim)).astype(np.float32)
     for q in queries:
         store.search_ids("docs", q, top_k=10)
     print(json.dumps({"added": rss() - before}))
