@@ -119,10 +119,10 @@ pub fn finish(index: &mut VectorIndex, written: Written) -> Result<()> {
         return Ok(());
     };
     let journal = index.journal.get_mut().unwrap_or_else(|e| e.into_inner());
-    if !journal
+    if journal
         .saved
         .as_ref()
-        .is_some_and(|s| s.vectors == backing.id)
+        .is_none_or(|s| s.vectors != backing.id)
     {
         return Ok(()); // compacted since: the next save writes everything again
     }
