@@ -57,6 +57,8 @@ from vector_data import K, SEED, exact_top_k, mixture, recall  # noqa: E402
 from vector_report import render  # noqa: E402
 
 REPEAT = 3
+# Queries the memory run makes once the index is loaded.
+MEMORY_QUERIES = 1_000
 TARGETS = (0.95, 0.99)
 EFS = [10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024]
 FRESH_EF = 64  # the breadth of the fresh-after-upsert queries, every library alike
@@ -188,13 +190,17 @@ def memory(name: str, path: Path, dim: int) -> int:
 
 
 def memory_child(name: str, path: str, dim: int) -> None:
-    """The body of one memory run: import, read the baseline, load, read again."""
+    """The body of one memory run: import, read the baseline, load, run queries (what they
+    touch counts too: threadrecall reads float vectors from its vectors file as it re-ranks),
+    read again."""
     module = {"threadrecall": "threadrecall.vector", "hnswlib": "hnswlib"}.get(
         name, "faiss" if name.startswith("faiss") else "usearch.index")
     __import__(module)
     gc.collect()
     baseline = peers.rss_bytes()
     held = peers.LOADERS[name](path, dim)
+    queries = np.random.default_rng(SEED).standard_normal((MEMORY_QUERIES, dim), dtype=np.float32)
+    peers.QUERIERS[name](held, queries, K)
     gc.collect()
     print(json.dumps({"baseline": baseline, "after": peers.rss_bytes()}))
     del held
@@ -352,7 +358,7 @@ def run(size_name: str, out_dir: Path, shapes: list[str] | None = None,
         for shape in todo:
             print(f"[{time.time() - started:6.0f} s] {shape.label}: data and ground truth", flush=True)
             work = Workload(shape, size)
-            entry: dict[str, Any] = {"shape": shape.__dict__, "queries": size.queries,
+            entry: dict[str, Any] = {"shape": shape.__dict__, "queries": size.queries, "memory_queries": MEMORY_QUERIES,
                                      "filtered_queries": size.filtered, "libraries": {},
                                      "filter_selectivity": [(c.label, c.selectivity) for c in FILTERS]}
             entry["numpy"] = measure_numpy(work, size)

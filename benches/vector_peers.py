@@ -66,6 +66,11 @@ class Threadrecall:
         store.query(INDEX, np.ones(dim, dtype=np.float32), top_k=10)  # loads the index file
         return store
 
+    @staticmethod
+    def search_all(store: Any, queries: np.ndarray, k: int) -> None:
+        for q in queries:
+            store.query(INDEX, q, top_k=k)
+
 
 class Hnswlib:
     """hnswlib's ``Index`` (inner product over unit vectors, i.e. cosine)."""
@@ -113,6 +118,11 @@ class Hnswlib:
         index.set_num_threads(1)
         index.knn_query(np.ones(dim, dtype=np.float32), k=10, num_threads=1)
         return index
+
+    @staticmethod
+    def search_all(index: Any, queries: np.ndarray, k: int) -> None:
+        for q in queries:
+            index.knn_query(q, k=k, num_threads=1)
 
 
 class _Faiss:
@@ -163,6 +173,11 @@ class _Faiss:
         index = faiss.read_index(path)
         index.search(np.ones((1, dim), dtype=np.float32), 10)
         return index
+
+    @staticmethod
+    def search_all(index: Any, queries: np.ndarray, k: int) -> None:
+        for q in queries:
+            index.search(q[None, :], k)
 
 
 class FaissFlat(_Faiss):
@@ -219,6 +234,11 @@ class _Usearch:
         index.search(np.ones(dim, dtype=np.float32), 10, threads=1)
         return index
 
+    @staticmethod
+    def search_all(index: Any, queries: np.ndarray, k: int) -> None:
+        for q in queries:
+            index.search(q, k, threads=1)
+
 
 class UsearchF32(_Usearch):
     name = "usearch f32"
@@ -232,6 +252,8 @@ class UsearchI8(_Usearch):
 
 PEERS = [Hnswlib, FaissFlat, FaissSQ8, UsearchF32, UsearchI8]
 LOADERS = {cls.name: cls.load for cls in [Threadrecall, *PEERS]}
+# What the memory run searches with once loaded: pages touched by searches count too.
+QUERIERS = {cls.name: cls.search_all for cls in [Threadrecall, *PEERS]}
 
 
 def available() -> tuple[list[type], list[str]]:

@@ -62,7 +62,11 @@ def _target_rows(entry: dict) -> list[str]:
         rows.append(f"| filtered vs numpy subset, best | {label} | {_f(ratios[best])}x ({best}) | 2x | "
                     f"{_verdict(ratios[best], 2)} |")
     mem = ours["memory"] / raw
-    rows.append(f"| index RSS / raw vectors | {label} | {_f(mem, 3)} | <= 0.5 | {_verdict(mem, 0.5, False)} |")
+    rows.append(f"| store RSS (DuckDB and index) / raw vectors | {label} | {_f(mem, 3)} | <= 0.5 | "
+                f"{_verdict(mem, 0.5, False)} |")
+    index_mem = (ours["memory"] - ours.get("memory_empty", 0)) / raw
+    rows.append(f"| index RSS beyond the empty store / raw vectors | {label} | {_f(index_mem, 3)} | <= 0.5 | "
+                f"{_verdict(index_mem, 0.5, False)} |")
     h = libs.get("hnswlib")
     fresh = h["fresh_us"] / ours["fresh_us"] if h else None
     rows.append(f"| fresh-after-upsert, hnswlib µs / ours µs | {label} | {_f(fresh)}x | >= 1x | "
@@ -92,9 +96,11 @@ def _shape_tables(entry: dict) -> list[str]:
         out.append(f"| {name} | {build} | {ratio} | {res['fresh_us']:.0f} | {res['fresh_wall_us']:.0f} | {res['fresh_recall']:.3f} | "
                    f"{res['memory'] / 2**20:.1f} | {res['memory'] / raw:.3f} |")
     fixed = ours.get("memory_empty", 0)
-    out.append(f"\nthreadrecall's RSS includes the store's fixed cost (DuckDB and the store over a "
-               f"file whose index is empty: {fixed / 2**20:.1f} MB); beyond it the index takes "
-               f"{(ours['memory'] - fixed) / 2**20:.1f} MB, {(ours['memory'] - fixed) / raw:.3f} x raw.")
+    out.append(f"\nRSS of a fresh process that opens the index and runs {entry.get('memory_queries', 1000):,} "
+               f"queries, minus its RSS before. threadrecall's includes the store's fixed cost (DuckDB and "
+               f"the store over a file whose index is empty: {fixed / 2**20:.1f} MB); beyond it the index "
+               f"takes {(ours['memory'] - fixed) / 2**20:.1f} MB, {(ours['memory'] - fixed) / raw:.3f} x raw "
+               f"(its float vectors stay in its vectors file, read as re-ranking needs them).")
     out.append(f"\nRaw vectors: {raw / 2**20:.1f} MB. numpy exact scan of all vectors: "
                f"{entry['numpy']['exact_us']:.0f} µs/query. threadrecall with the planner's default "
                f"breadth (`ef_search=None`): recall@10 {ours['default']['recall']:.3f} at "

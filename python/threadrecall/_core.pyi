@@ -160,16 +160,19 @@ class VectorIndex:
     ) -> list[list[tuple[str, float]]]:
         """``search`` for every row of a float32 ``(n, dim)`` array."""
     def get_vector(self, id: str) -> Any | None:
-        """The stored float32 vector (unit length for cosine), or None."""
+        """The stored float32 vector (unit length for cosine), read from its file, or None."""
     def save(self, path: str | Any, generation: int, origin: str) -> int:
-        """Write atomically (temp file + rename), tagged with the database generation and the
-        index's origin there; the index is held only while copied. Return how many vectors the
-        file holds unlinked."""
+        """Save to ``path`` and its vectors file (``path`` with the suffix ``.vectors``), tagged
+        with the database generation and the index's origin there: append what changed since
+        the last save to the files it last wrote, else write both anew (temp files + rename).
+        Searches go on meanwhile. Return how many vectors the file holds unlinked."""
     @staticmethod
     def load(path: str | Any) -> tuple[VectorIndex, int, str]:
-        """Read an index file; raise IndexCorruptError if it is damaged or foreign."""
+        """Open an index file and its vectors file (float vectors are read from it as searches
+        need them); raise IndexCorruptError if either is damaged or foreign."""
     def memory_bytes(self) -> list[tuple[str, int]]:
-        """Estimated resident bytes by part: vectors, graph, ids, metadata."""
+        """Estimated resident bytes by part: vectors (those not yet written to the vectors
+        file), codes, graph, ids, metadata."""
     def __len__(self) -> int: ...
     def __contains__(self, id: str, /) -> bool: ...
     @property

@@ -271,19 +271,24 @@ impl PyVectorIndex {
     }
 
     /// The stored vector of `id` (unit length for cosine), or None.
-    fn get_vector<'py>(&self, py: Python<'py>, id: &str) -> Option<Bound<'py, PyArray1<f32>>> {
-        let v = self.read(py, |ix| ix.get_vector(id).map(<[f32]>::to_vec));
-        v.map(|v| PyArray1::from_vec(py, v))
+    fn get_vector<'py>(
+        &self,
+        py: Python<'py>,
+        id: &str,
+    ) -> PyResult<Option<Bound<'py, PyArray1<f32>>>> {
+        let v = self.read(py, |ix| ix.get_vector(id))?;
+        Ok(v.map(|v| PyArray1::from_vec(py, v)))
     }
 
     fn __contains__(&self, py: Python<'_>, id: &str) -> bool {
         self.read(py, |ix| ix.contains(id))
     }
 
-    /// Writes the index atomically to `path`, tagged with the database `generation` and the
-    /// index's `origin` there.
-    /// The index is held only while it is copied, not while the file is written. Returns how
-    /// many vectors the file holds as waiting to be linked.
+    /// Saves the index to `path` (and its float vectors beside it, `path` with the suffix
+    /// `.vectors`), tagged with the database `generation` and the index's `origin` there:
+    /// appends what changed since the last save to the files it last wrote, else writes both
+    /// anew. Searches go on meanwhile; writes wait. Returns how many vectors the file holds as
+    /// waiting to be linked.
     fn save(
         &self,
         py: Python<'_>,
@@ -291,14 +296,14 @@ impl PyVectorIndex {
         generation: u64,
         origin: &str,
     ) -> PyResult<usize> {
-        let (bytes, pending) = self.read(py, |ix| {
-            (persist::encode(ix, generation, origin), ix.pending_len())
-        });
-        py.detach(|| persist::write(&path, &bytes))?;
+        let written = self.read(py, |ix| persist::save(ix, &path, generation, origin))?;
+        let pending = written.pending;
+        self.write(py, |ix| persist::finish(ix, written))?;
         Ok(pending)
     }
 
-    /// Reads an index file: returns `(index, generation, origin)`; raises IndexCorruptError.
+    /// Opens an index file and the vectors file beside it: returns `(index, generation,
+    /// origin)`; raises IndexCorruptError for a file (or vectors file) that cannot be trusted.
     #[staticmethod]
     fn load(py: Python<'_>, path: PathBuf) -> PyResult<(Self, u64, String)> {
         let (index, generation, origin) = py.detach(|| persist::load(&path))?;

@@ -8,8 +8,8 @@
 //! which a graph walk tolerates. Relaxed atomic loads and stores are plain moves on the
 //! machines this runs on.
 
-use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::vector::graph::NONE;
@@ -30,6 +30,9 @@ pub(crate) struct Adjacency {
     parent: Vec<AtomicU32>,
     /// Per slot, how many slots it is the parent of.
     children: Vec<AtomicU32>,
+    /// Per slot, whether its lists or parent changed since the last save (which appends only
+    /// the slots that changed).
+    touched: Vec<AtomicBool>,
     locks: Box<[Mutex<()>]>,
 }
 
@@ -46,6 +49,7 @@ impl Adjacency {
             indegree: Vec::new(),
             parent: Vec::new(),
             children: Vec::new(),
+            touched: Vec::new(),
             locks: (0..LOCKS).map(|_| Mutex::new(())).collect(),
         }
     }
@@ -69,6 +73,7 @@ impl Adjacency {
             }
         }
         a.parent = atomics(parent).collect();
+        a.touched = (0..n).map(|_| AtomicBool::new(false)).collect();
         for slot in 0..n {
             a.list(slot, 0)
                 .filter(|&x| x < n)
@@ -95,12 +100,14 @@ impl Adjacency {
             self.indegree.reserve_exact(additional);
             self.parent.reserve_exact(additional);
             self.children.reserve_exact(additional);
+            self.touched.reserve_exact(additional);
         } else {
             self.level0.reserve(additional * width);
             self.upper.reserve(additional);
             self.indegree.reserve(additional);
             self.parent.reserve(additional);
             self.children.reserve(additional);
+            self.touched.reserve(additional);
         }
     }
 
@@ -113,6 +120,7 @@ impl Adjacency {
         self.indegree.push(AtomicU32::new(0));
         self.parent.push(AtomicU32::new(NONE));
         self.children.push(AtomicU32::new(0));
+        self.touched.push(AtomicBool::new(true));
     }
 
     /// `[count, n1, .., n_cap]` of `slot` at `level`.
@@ -163,11 +171,21 @@ impl Adjacency {
         if parent != slot {
             self.children[parent as usize].fetch_add(1, Relaxed);
         }
+        self.touched[slot as usize].store(true, Relaxed);
     }
 
-    /// Every parent, slot by slot.
-    pub(crate) fn parent_words(&self) -> impl Iterator<Item = u32> + '_ {
-        self.parent.iter().map(|x| x.load(Relaxed))
+    /// Whether `slot`'s lists or parent changed since [`Adjacency::untouch`]; clears the mark.
+    pub(crate) fn untouch(&self, slot: u32) -> bool {
+        self.touched[slot as usize].swap(false, Relaxed)
+    }
+
+    /// Every word of `slot`'s lists: its level-0 block, then its upper levels.
+    pub(crate) fn slot_words(&self, slot: u32) -> impl Iterator<Item = u32> + '_ {
+        let w = self.m0() + 1;
+        self.level0[slot as usize * w..(slot as usize + 1) * w]
+            .iter()
+            .chain(self.upper[slot as usize].iter())
+            .map(|x| x.load(Relaxed))
     }
 
     /// Replaces the links of `slot` at `level` (at most the level's capacity); the caller
@@ -186,6 +204,7 @@ impl Adjacency {
             cell.store(x, Relaxed);
         }
         block[0].store(links.len().min(block.len() - 1) as u32, Relaxed);
+        self.touched[slot as usize].store(true, Relaxed);
     }
 
     /// The lock guarding the lists of `slot` while a thread rewrites them.
@@ -195,16 +214,10 @@ impl Adjacency {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The level-0 block as words, for saving and comparing.
+    /// The level-0 block as words, for comparing.
+    #[cfg(test)]
     pub(crate) fn level0_words(&self) -> impl Iterator<Item = u32> + '_ {
         self.level0.iter().map(|x| x.load(Relaxed))
-    }
-
-    /// Every upper-level word, slot by slot.
-    pub(crate) fn upper_words(&self) -> impl Iterator<Item = u32> + '_ {
-        self.upper
-            .iter()
-            .flat_map(|u| u.iter().map(|x| x.load(Relaxed)))
     }
 
     /// Words held by the upper lists of `slot`.
@@ -216,6 +229,7 @@ impl Adjacency {
     pub(crate) fn memory_bytes(&self) -> usize {
         self.level0.capacity() * 4
             + (self.indegree.capacity() + self.parent.capacity() + self.children.capacity()) * 4
+            + self.touched.capacity()
             + self.upper.capacity() * 16
             + self
                 .upper

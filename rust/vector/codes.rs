@@ -86,6 +86,15 @@ impl Codes {
             .push(((exact_norm - norm).abs() + rounding * norm) as f32);
     }
 
+    /// The vector the codes of `slot` stand for: `scale * codes`.
+    pub(crate) fn decode(&self, slot: usize, dim: usize) -> Vec<f32> {
+        let scale = self.scales[slot];
+        self.of(slot, dim)
+            .iter()
+            .map(|&c| c as f32 * scale)
+            .collect()
+    }
+
     #[inline]
     pub(crate) fn of(&self, slot: usize, dim: usize) -> &[i8] {
         &self.codes[slot * dim..(slot + 1) * dim]

@@ -4,11 +4,11 @@
 //! [`Adjacency`]. Levels come from a seeded generator, so the same inserts build the same
 //! graph. Deleted slots stay in the graph as waypoints but are never collected.
 //!
-//! Each vector is also kept as int8 codes (see `codes`) with one scale (a quarter of the bytes). Graph walks,
-//! at insert and at search, measure codes; the float vectors then re-rank what a search found,
-//! so returned distances are exact. Walking codes reads a quarter of the memory per step, which
-//! is what bounds a walk once the vectors outgrow the caches; the price is the codes' memory,
-//! a quarter of the float vectors'.
+//! Each vector is kept in memory as int8 codes (see `codes`) with one scale (a quarter of the
+//! bytes). Graph walks, at insert and at search, measure codes; the float vectors, kept in a
+//! file (see `persist::originals`), then re-rank what a search found, so returned distances
+//! are exact. Walking codes reads a quarter of the memory per step, which is what bounds a
+//! walk once the vectors outgrow the caches.
 //!
 //! A slot may be stored before it is linked (see `insert`): a queued slot is never collected
 //! by a graph walk, and the caller scans [`Graph::pending`] exactly to cover it.
@@ -25,6 +25,7 @@ use crate::vector::codes::Codes;
 /// Re-exported: searches outside the graph measure codes with it too.
 pub(crate) use crate::vector::codes::Query;
 pub use crate::vector::insert::{LinkPlan, Linked};
+use crate::vector::persist::originals::Originals;
 
 /// Highest level a slot may draw; far above what a billion slots would reach.
 pub(crate) const MAX_LEVEL: usize = 16;
@@ -128,9 +129,10 @@ pub struct Graph {
     pub(crate) params: Params,
     /// Generator state for level draws (persisted, so a loaded graph keeps drawing the same).
     pub(crate) rng: u64,
-    pub(crate) vectors: Vec<f32>,
+    /// The float vectors, on disk but for the newest few: they only rank what a walk found.
+    pub(crate) originals: Originals,
     /// The vectors as int8 codes (see [`Codes`]): the graph walk reads these, a quarter of the
-    /// bytes; the float vectors only rank what the walk found.
+    /// bytes.
     pub(crate) codes: Codes,
     pub(crate) levels: Vec<u8>,
     pub(crate) links: Adjacency,
@@ -159,7 +161,7 @@ impl Graph {
         Graph {
             params,
             rng: params.seed ^ 0x9E37_79B9_7F4A_7C15,
-            vectors: Vec::new(),
+            originals: Originals::new(params.dim),
             codes: Codes::default(),
             levels: Vec::new(),
             links: Adjacency::new(params.m),
@@ -192,10 +194,14 @@ impl Graph {
         self.deleted[slot as usize]
     }
 
-    #[inline]
-    pub fn vector(&self, slot: u32) -> &[f32] {
-        let d = self.params.dim;
-        &self.vectors[slot as usize * d..(slot as usize + 1) * d]
+    /// A copy of the float vector of `slot` (read from its file).
+    pub fn vector(&self, slot: u32) -> crate::error::Result<Vec<f32>> {
+        self.originals.get(slot)
+    }
+
+    /// The vector of `slot` as its codes decode (what linking measures from).
+    pub(crate) fn decoded(&self, slot: u32) -> Vec<f32> {
+        self.codes.decode(slot as usize, self.params.dim)
     }
 
     /// The entry point (`NONE` while nothing is linked).
@@ -206,7 +212,9 @@ impl Graph {
 
     #[inline]
     pub(crate) fn dist(&self, q: &[f32], slot: u32) -> f32 {
-        self.params.metric.distance(q, self.vector(slot))
+        let metric = self.params.metric;
+        self.originals
+            .with_row(slot, || self.decoded(slot), |v| metric.distance(q, v))
     }
 
     /// The distance to a slot's codes: close to [`Graph::dist`], at a quarter of the reads.
@@ -254,17 +262,10 @@ impl Graph {
             .filter(|lower| lower.dist <= cut)
             .collect();
         shortlist.sort_unstable();
-        // Float vectors are scattered and several lines long: keep a few whole ones loading.
-        for ahead in shortlist.iter().take(RERANK_PREFETCH) {
-            prefetch_lines(self.vector(ahead.slot), usize::MAX);
-        }
         let mut heap: BinaryHeap<Near> = BinaryHeap::with_capacity(k + 1);
-        for (i, lower) in shortlist.iter().enumerate() {
+        for lower in &shortlist {
             if heap.len() == k && heap.peek().is_some_and(|w| lower.dist > w.dist) {
                 break;
-            }
-            if let Some(ahead) = shortlist.get(i + RERANK_PREFETCH) {
-                prefetch_lines(self.vector(ahead.slot), usize::MAX);
             }
             let near = Near {
                 dist: self.dist(q.v, lower.slot),
@@ -318,22 +319,20 @@ impl Graph {
             }
         }
         let exact = additional >= self.slots() / 4;
-        let before = self.vectors.as_ptr();
-        grow(&mut self.vectors, additional * self.params.dim, exact);
+        let before = self.codes.codes.as_ptr();
         self.links.reserve(additional, exact);
         grow(&mut self.levels, additional, exact);
         grow(&mut self.deleted, additional, exact);
         grow(&mut self.queued, additional, exact);
         self.codes.reserve(additional, self.params.dim, exact);
-        if self.vectors.as_ptr() != before {
+        if self.codes.codes.as_ptr() != before {
             self.advise_huge_pages();
         }
     }
 
-    /// Asks the kernel to back the vector and link arrays with huge pages: a search touches
-    /// vectors all over the array, and 4 KiB pages make nearly every touch a TLB miss.
+    /// Asks the kernel to back the code and link arrays with huge pages: a search touches
+    /// codes all over the array, and 4 KiB pages make nearly every touch a TLB miss.
     pub(crate) fn advise_huge_pages(&self) {
-        advise_huge_pages(&self.vectors);
         advise_huge_pages(self.links.level0_buffer());
         advise_huge_pages(&self.codes.codes);
     }
@@ -477,7 +476,8 @@ impl Graph {
     pub(crate) fn from_parts(
         params: Params,
         rng: u64,
-        vectors: Vec<f32>,
+        originals: Originals,
+        codes: Codes,
         levels: Vec<u8>,
         links: Adjacency,
         deleted: Vec<bool>,
@@ -491,14 +491,10 @@ impl Graph {
                 *q = true;
             }
         }
-        let mut codes = Codes::default();
-        if params.dim > 0 {
-            vectors.chunks_exact(params.dim).for_each(|v| codes.push(v));
-        }
         let graph = Graph {
             params,
             rng,
-            vectors,
+            originals,
             codes,
             levels,
             links,
@@ -520,7 +516,11 @@ impl Graph {
     pub(crate) fn validate(&self) -> std::result::Result<(), String> {
         let n = self.slots();
         let (m, m0) = (self.params.m, self.links.m0());
-        if self.vectors.len() != n * self.params.dim || self.links.slots() != n {
+        if self.originals.len() != n
+            || self.codes.scales.len() != n
+            || self.codes.codes.len() != n * self.params.dim
+            || self.links.slots() != n
+        {
             return Err("array lengths disagree".into());
         }
         if self.deleted.len() != n {
@@ -573,9 +573,6 @@ pub(crate) fn advise_huge_pages<T>(buffer: &Vec<T>) {
 
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn advise_huge_pages<T>(_buffer: &Vec<T>) {}
-
-/// How many shortlisted slots ahead a re-rank starts loading float vectors.
-const RERANK_PREFETCH: usize = 4;
 
 /// Cache lines of a vector requested ahead of its distance computation.
 const PREFETCH_LINES: usize = 6;

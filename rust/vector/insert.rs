@@ -59,11 +59,11 @@ impl Graph {
     /// (see [`Graph::link_pending`]). The caller has checked the length. Returns its slot.
     pub fn push(&mut self, vector: &[f32]) -> u32 {
         let slot = self.slots() as u32;
+        let mut prepared = vector.to_vec();
+        self.params.metric.prepare(&mut prepared);
+        self.originals.push(&prepared);
         let level = self.draw_level();
-        let start = self.vectors.len();
-        self.vectors.extend_from_slice(vector);
-        self.params.metric.prepare(&mut self.vectors[start..]);
-        self.codes.push(&self.vectors[start..]);
+        self.codes.push(&prepared);
         self.levels.push(level as u8);
         self.links.push(level);
         self.deleted.push(false);
@@ -138,7 +138,8 @@ impl Graph {
     fn neighbourhoods(&self, slot: u32, mut chosen: impl FnMut(usize, Vec<u32>)) {
         let entry = self.entry();
         let level = self.levels[slot as usize] as usize;
-        let query = Query::new(self.vector(slot));
+        let own = self.decoded(slot);
+        let query = Query::new(&own);
         let top = self.levels[entry as usize] as usize;
         let mut ep = self.greedy_descent(&query, entry, top, level);
         let mut visited = self.checkout_visited();
@@ -383,7 +384,8 @@ impl Graph {
         if next.len() <= cap {
             return Some(next);
         }
-        let base = Query::new(self.vector(from));
+        let own = self.decoded(from);
+        let base = Query::new(&own);
         let pool: Vec<Near> = next
             .iter()
             .map(|&s| Near {
@@ -438,7 +440,8 @@ impl Graph {
             if kept.len() >= max {
                 break;
             }
-            let cv = Query::new(self.vector(c.slot));
+            let own = self.decoded(c.slot);
+            let cv = Query::new(&own);
             let diverse = kept.iter().all(|&k| self.approx(&cv, k) > c.dist);
             if diverse {
                 kept.push(c.slot);

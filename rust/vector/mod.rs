@@ -9,27 +9,26 @@
 
 pub mod adjacency;
 pub mod codes;
+pub mod compaction;
 pub mod graph;
+pub mod ids;
 pub mod insert;
 pub mod persist;
 pub mod plan;
 pub mod postings;
 pub mod records;
 pub mod search;
+pub mod writes;
 
-use std::collections::HashMap;
+use std::sync::Mutex;
 
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
-use crate::filter::{Filter, Input, Record};
+use crate::filter::Filter;
 use graph::{Graph, LinkPlan, Linked, Near, Params};
+use ids::Ids;
 use postings::Postings;
 use records::RecordTable;
-
-/// Compaction starts when tombstones exceed this fraction of all slots...
-const COMPACT_FRACTION: f64 = 0.3;
-/// ...and there are at least this many of them (small indexes are not worth rebuilding).
-const COMPACT_MIN_TOMBSTONES: usize = 256;
 
 /// Estimated resident bytes, by part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,10 +49,12 @@ pub struct Hit {
 
 pub struct VectorIndex {
     pub(crate) graph: Graph,
-    pub(crate) ids: Vec<Box<str>>,
+    /// Every slot's id, and the live slot of each id.
+    pub(crate) ids: Ids,
     pub(crate) records: RecordTable,
-    pub(crate) slot_of: HashMap<Box<str>, u32>,
     pub(crate) postings: Postings,
+    /// What the index files hold of it (see `persist`).
+    pub(crate) journal: Mutex<persist::Journal>,
 }
 
 impl VectorIndex {
@@ -68,27 +69,23 @@ impl VectorIndex {
         let params = Params::new(dim, metric, m, ef_construction, seed)?;
         Ok(VectorIndex::from_graph(
             Graph::new(params),
-            Vec::new(),
+            Ids::default(),
             RecordTable::new(),
         ))
     }
 
-    /// Assembles an index from a graph and its per-slot ids and records (rebuilds the lookups).
-    pub(crate) fn from_graph(
-        graph: Graph,
-        ids: Vec<Box<str>>,
-        records: RecordTable,
-    ) -> VectorIndex {
+    /// Assembles an index from a graph and its per-slot ids (live ones found by id) and
+    /// records (rebuilds the slot lists).
+    pub(crate) fn from_graph(graph: Graph, ids: Ids, records: RecordTable) -> VectorIndex {
         let mut index = VectorIndex {
             graph,
             ids,
             records,
-            slot_of: HashMap::new(),
             postings: Postings::default(),
+            journal: Mutex::default(),
         };
-        for slot in 0..index.ids.len() as u32 {
+        for slot in 0..index.ids.slots() as u32 {
             if !index.graph.is_deleted(slot) {
-                index.slot_of.insert(index.ids[slot as usize].clone(), slot);
                 index.postings.add(slot, index.records.get(slot).iter());
             }
         }
@@ -105,23 +102,23 @@ impl VectorIndex {
 
     /// Number of live vectors.
     pub fn len(&self) -> usize {
-        self.slot_of.len()
+        self.ids.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.slot_of.is_empty()
+        self.ids.is_empty()
     }
 
     /// Every live id, in slot order.
     pub fn ids(&self) -> Vec<String> {
         (0..self.graph.slots() as u32)
             .filter(|&s| !self.graph.is_deleted(s))
-            .map(|s| self.ids[s as usize].to_string())
+            .map(|s| self.ids.get(s).to_string())
             .collect()
     }
 
     pub fn contains(&self, id: &str) -> bool {
-        self.slot_of.contains_key(id)
+        self.ids.find(id).is_some()
     }
 
     fn check_dim(&self, got: usize) -> Result<()> {
@@ -130,73 +127,6 @@ impl VectorIndex {
                 expected: self.dim(),
                 got,
             });
-        }
-        Ok(())
-    }
-
-    /// Checks a whole batch before anything changes: lengths agree, ids non-blank, values finite.
-    pub fn check_batch(&self, ids: &[String], vectors: &[f32], metadata: &[Input]) -> Result<()> {
-        let dim = self.dim();
-        if vectors.len() != ids.len() * dim {
-            if !ids.is_empty() && vectors.len().is_multiple_of(ids.len()) {
-                self.check_dim(vectors.len() / ids.len())?;
-            }
-            return Err(CoreError::InvalidArgument(format!(
-                "{} ids but {} values for vectors of dimension {dim}",
-                ids.len(),
-                vectors.len()
-            )));
-        }
-        if metadata.len() != ids.len() {
-            return Err(CoreError::InvalidArgument(format!(
-                "{} ids but {} metadata entries",
-                ids.len(),
-                metadata.len()
-            )));
-        }
-        if ids.iter().any(|id| id.trim().is_empty()) {
-            return Err(CoreError::InvalidArgument(
-                "vector ids must be non-empty strings".into(),
-            ));
-        }
-        if vectors.iter().any(|x| !x.is_finite()) {
-            return Err(CoreError::InvalidArgument(
-                "vectors must hold finite numbers".into(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Inserts or replaces vectors by id. `vectors` is row-major `(ids.len(), dim)`; each
-    /// metadata entry is a mapping (anything else counts as empty). A repeated id keeps its
-    /// last occurrence. Within the batch, vectors are stored grouped by resource then thread,
-    /// so the exact scan of one thread reads one run of memory. The new slots are searchable
-    /// at once and queued to be linked into the graph (see [`VectorIndex::link_pending`]).
-    pub fn add(&mut self, ids: Vec<String>, vectors: &[f32], metadata: Vec<Input>) -> Result<()> {
-        self.check_batch(&ids, vectors, &metadata)?;
-        let dim = self.dim();
-        let records: Vec<Record> = metadata.into_iter().map(Record::from_input).collect();
-        let mut last: HashMap<&str, usize> = HashMap::with_capacity(ids.len());
-        for (i, id) in ids.iter().enumerate() {
-            last.insert(id, i);
-        }
-        let mut order: Vec<usize> = (0..ids.len())
-            .filter(|&i| last[ids[i].as_str()] == i)
-            .collect();
-        let keys: Vec<_> = records.iter().map(postings::locality_key).collect();
-        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
-        self.graph.reserve(order.len());
-        self.ids.reserve(order.len());
-        self.records.reserve(order.len());
-        for i in order {
-            let id: Box<str> = ids[i].as_str().into();
-            self.remove_one(&id);
-            let slot = self.graph.push(&vectors[i * dim..(i + 1) * dim]);
-            self.postings
-                .add(slot, records[i].iter().map(|(k, v)| (k, v.scalar())));
-            self.slot_of.insert(id.clone(), slot);
-            self.ids.push(id);
-            self.records.push_record(&records[i]);
         }
         Ok(())
     }
@@ -247,45 +177,17 @@ impl VectorIndex {
         self.graph.pending().count()
     }
 
-    fn remove_one(&mut self, id: &str) -> bool {
-        let Some(slot) = self.slot_of.remove(id) else {
-            return false;
-        };
-        self.graph.mark_deleted(slot);
-        let graph = &self.graph;
-        self.postings
-            .remove(self.records.get(slot).iter(), |s| graph.is_deleted(s));
-        true
-    }
-
-    /// Deletes vectors by id; returns how many existed.
-    pub fn remove(&mut self, ids: &[String]) -> usize {
-        let n = ids.iter().filter(|id| self.remove_one(id)).count();
-        self.maybe_compact();
-        n
-    }
-
     /// The ids of every vector whose metadata passes `filter`.
     pub fn ids_where(&self, filter: &Filter) -> Vec<String> {
         search::allowed_slots(self, Some(filter))
             .into_iter()
-            .map(|s| self.ids[s as usize].to_string())
+            .map(|s| self.ids.get(s).to_string())
             .collect()
     }
 
-    /// Deletes every vector whose metadata passes `filter`; returns their ids.
-    pub fn remove_where(&mut self, filter: &Filter) -> Vec<String> {
-        let doomed = self.ids_where(filter);
-        for id in &doomed {
-            self.remove_one(id);
-        }
-        self.maybe_compact();
-        doomed
-    }
-
-    /// The stored vector of `id` (unit length for cosine).
-    pub fn get_vector(&self, id: &str) -> Option<&[f32]> {
-        self.slot_of.get(id).map(|&s| self.graph.vector(s))
+    /// The stored vector of `id` (unit length for cosine), read from its file.
+    pub fn get_vector(&self, id: &str) -> Result<Option<Vec<f32>>> {
+        self.ids.find(id).map(|s| self.graph.vector(s)).transpose()
     }
 
     /// The `k` closest vectors passing `filter`, closest first; `ef` overrides the planner's
@@ -330,56 +232,15 @@ impl VectorIndex {
         let metric = self.metric();
         // Each id lives in its own allocation: start loading them all before copying any.
         for n in &found {
-            crate::vector::graph::prefetch_lines(self.ids[n.slot as usize].as_bytes(), 1);
+            crate::vector::graph::prefetch_lines(self.ids.get(n.slot).as_bytes(), 1);
         }
         found
             .into_iter()
             .map(|n| Hit {
-                id: self.ids[n.slot as usize].to_string(),
+                id: self.ids.get(n.slot).to_string(),
                 score: metric.score(n.dist),
             })
             .collect()
-    }
-
-    /// Rebuilds the graph from the live slots once tombstones pass the set fraction.
-    fn maybe_compact(&mut self) {
-        let dead = self.graph.slots() - self.graph.live();
-        if dead < COMPACT_MIN_TOMBSTONES
-            || (dead as f64) < COMPACT_FRACTION * self.graph.slots() as f64
-        {
-            return;
-        }
-        self.compact();
-    }
-
-    /// Rebuilds the graph without tombstones (same parameters and seed, live slots in order).
-    /// Slots that were linked are linked again; queued ones stay queued.
-    pub fn compact(&mut self) {
-        let mut queued = vec![false; self.graph.slots()];
-        self.graph.pending().for_each(|s| queued[s as usize] = true);
-        let mut graph = Graph::new(*self.graph.params());
-        let mut ids = Vec::with_capacity(self.len());
-        let mut records = RecordTable::new();
-        records.reserve(self.len());
-        let (mut relink, mut requeue) = (Vec::new(), Vec::new());
-        for slot in 0..self.graph.slots() as u32 {
-            if !self.graph.is_deleted(slot) {
-                let new = graph.push(self.graph.vector(slot));
-                if queued[slot as usize] {
-                    requeue.push(new);
-                } else {
-                    relink.push(new);
-                }
-                ids.push(std::mem::take(&mut self.ids[slot as usize]));
-                records.push(self.records.get(slot).iter());
-            }
-        }
-        let n_relink = relink.len();
-        graph.pending = relink.into_iter().chain(requeue).collect();
-        graph.link_pending(n_relink);
-        // Plans made against the old graph must not fit the new one.
-        graph.epoch += self.graph.epoch + 1;
-        *self = VectorIndex::from_graph(graph, ids, records);
     }
 
     /// Slots ever used, tombstones included (for tests and stats).
@@ -392,19 +253,16 @@ impl VectorIndex {
     /// lookup) and metadata (records and slot lists).
     pub fn memory_bytes(&self) -> MemoryUse {
         const ALLOC: usize = 16;
-        let heap = |len: usize| if len == 0 { 0 } else { len + ALLOC };
         let g = &self.graph;
         let graph = g.links.memory_bytes()
             + g.levels.capacity()
             + g.deleted.capacity()
             + g.queued.capacity()
             + g.pending.capacity() * 4;
-        let ids = self.ids.capacity() * 16
-            + self.ids.iter().map(|s| heap(s.len())).sum::<usize>() * 2
-            + self.slot_of.capacity() * (16 + 4 + 4);
+        let ids = self.ids.memory_bytes();
         let records = self.records.memory_bytes(ALLOC);
         MemoryUse {
-            vectors: g.vectors.capacity() * 4,
+            vectors: g.originals.memory_bytes(),
             codes: g.codes_bytes(),
             graph,
             ids,
@@ -414,18 +272,19 @@ impl VectorIndex {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::filter::Input;
     use crate::vector::graph::tests::clustered;
 
-    fn meta(thread: &str, n: i64) -> Input {
+    pub(crate) fn meta(thread: &str, n: i64) -> Input {
         Input::Map(vec![
             ("thread_id".into(), Input::Str(thread.into())),
             ("n".into(), Input::Int(n)),
         ])
     }
 
-    fn filled(n: usize, seed: u64) -> (VectorIndex, Vec<Vec<f32>>) {
+    pub(crate) fn filled(n: usize, seed: u64) -> (VectorIndex, Vec<Vec<f32>>) {
         let data = clustered(seed, n, 16, 10);
         let mut idx = VectorIndex::new(16, Metric::Cosine, 16, 100, 1).unwrap();
         let ids: Vec<String> = (0..n).map(|i| format!("v{i}")).collect();
@@ -563,117 +422,5 @@ mod tests {
             hits += got.iter().filter(|n| truth.contains(&n.slot)).count();
         }
         assert!(hits >= 950, "recall {}", hits as f64 / 1000.0);
-    }
-
-    #[test]
-    fn compaction_keeps_queued_vectors_queued() {
-        let (mut idx, data) = filled(600, 4);
-        let flat: Vec<f32> = data.iter().take(10).flatten().copied().collect();
-        let new_ids: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
-        idx.add(new_ids.clone(), &flat, vec![Input::Null; 10])
-            .unwrap();
-        let gone: Vec<String> = (0..600).step_by(2).map(|i| format!("v{i}")).collect();
-        idx.remove(&gone);
-        assert_eq!(idx.slots(), 310, "compaction ran");
-        assert_eq!(idx.pending_len(), 10);
-        let hits = idx.search(&data[3], 1, None, Some(64)).unwrap();
-        assert!(hits[0].id == "n3" || hits[0].id == "v3");
-        assert_eq!(idx.link_pending(usize::MAX), 10);
-    }
-
-    #[test]
-    fn upsert_replaces_by_id() {
-        let (mut idx, data) = filled(50, 2);
-        idx.add(vec!["v3".into()], &data[40], vec![meta("t9", 3)])
-            .unwrap();
-        assert_eq!(idx.len(), 50);
-        let hits = idx.search(&data[40], 2, None, None).unwrap();
-        assert!(hits.iter().any(|h| h.id == "v3"));
-        let f = Filter::vector(&Input::Map(vec![(
-            "thread_id".into(),
-            Input::Str("t9".into()),
-        )]))
-        .unwrap();
-        let only = idx.search(&data[0], 5, f.as_ref(), None).unwrap();
-        assert_eq!(
-            only.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
-            vec!["v3"]
-        );
-    }
-
-    #[test]
-    fn a_repeated_id_in_one_batch_keeps_its_last_occurrence() {
-        let mut idx = VectorIndex::new(2, Metric::Euclidean, 16, 50, 0).unwrap();
-        let ids = vec!["a".to_string(), "b".into(), "a".into()];
-        let metas = vec![meta("t2", 0), meta("t1", 1), meta("t0", 2)];
-        idx.add(ids, &[0.0, 0.0, 5.0, 5.0, 9.0, 9.0], metas)
-            .unwrap();
-        assert_eq!(idx.len(), 2);
-        assert_eq!(idx.get_vector("a"), Some(&[9.0f32, 9.0][..]));
-        let f = Filter::vector(&Input::Map(vec![(
-            "thread_id".into(),
-            Input::Str("t0".into()),
-        )]))
-        .unwrap();
-        let hits = idx.search(&[0.0, 0.0], 5, f.as_ref(), None).unwrap();
-        assert_eq!(
-            hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
-            vec!["a"]
-        );
-    }
-
-    #[test]
-    fn bad_batches_change_nothing() {
-        let (mut idx, _) = filled(10, 2);
-        let e = idx
-            .add(vec!["a".into()], &[1.0; 8], vec![Input::Null])
-            .unwrap_err();
-        assert_eq!(
-            e,
-            CoreError::DimensionMismatch {
-                expected: 16,
-                got: 8
-            }
-        );
-        let e = idx
-            .add(vec![" ".into()], &[1.0; 16], vec![Input::Null])
-            .unwrap_err();
-        assert!(matches!(e, CoreError::InvalidArgument(_)));
-        let e = idx
-            .add(vec!["a".into()], &[f32::NAN; 16], vec![Input::Null])
-            .unwrap_err();
-        assert!(matches!(e, CoreError::InvalidArgument(_)));
-        assert!(matches!(
-            idx.search(&[1.0; 3], 1, None, None),
-            Err(CoreError::DimensionMismatch { .. })
-        ));
-        assert_eq!(idx.len(), 10);
-    }
-
-    #[test]
-    fn removed_ids_are_never_returned_and_compaction_keeps_the_rest() {
-        // seed 4
-        let (mut idx, data) = filled(1000, 4);
-        let gone: Vec<String> = (0..1000).step_by(2).map(|i| format!("v{i}")).collect();
-        assert_eq!(idx.remove(&gone), 500);
-        assert_eq!(idx.slots(), 500, "compaction ran");
-        assert_eq!(idx.len(), 500);
-        for q in data.iter().take(40) {
-            for h in idx.search(q, 10, None, Some(64)).unwrap() {
-                let n: usize = h.id[1..].parse().unwrap();
-                assert_eq!(n % 2, 1);
-            }
-        }
-        let f = Filter::vector(&Input::Map(vec![(
-            "thread_id".into(),
-            Input::Str("t1".into()),
-        )]))
-        .unwrap();
-        let removed = idx.remove_where(f.as_ref().unwrap());
-        assert_eq!(removed.len(), 100);
-        assert!(idx
-            .search(&data[1], 10, f.as_ref(), None)
-            .unwrap()
-            .is_empty());
     }
 }

@@ -339,7 +339,7 @@ mod tests {
                     let mut naive: Vec<Near> = all
                         .iter()
                         .map(|&slot| Near {
-                            dist: metric.distance(&q, idx.graph.vector(slot)),
+                            dist: metric.distance(&q, &idx.graph.vector(slot).unwrap()),
                             slot,
                         })
                         .collect();

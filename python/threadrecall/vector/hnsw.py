@@ -5,13 +5,23 @@ generation per index that orders the writes — through one of two row backends
 (``rows_duckdb``, ``rows_postgres``; the interface is ``rows.Rows``). The HNSW graph is a cache
 of it, kept in memory.
 
+The graph holds int8 codes of the vectors in memory and walks them; the float vectors, which
+re-rank what a walk found so that scores are exact, stay on disk and are read row by row
+(through the page cache) as a search needs them.
+
 Over DuckDB (one process per file) the graph follows this process's commits, and is saved
-beside the database as ``<db path>.<index name>.hnsw`` tagged with the generation it
-reflects and the index's origin (a random id given when the index was created in this
-database). On first use an index file is loaded if its generation matches, caught up if it lags
-(rows written and ids deleted after its generation are replayed), and rebuilt if it is missing,
-unreadable, or of another origin: a file copied from another database, or left by an earlier
-index of the same name, is never trusted.
+beside the database as ``<db path>.<index name>.hnsw``, its float vectors as
+``<db path>.<index name>.vectors``, tagged with the generation it reflects and the index's
+origin (a random id given when the index was created in this database). A save appends what
+changed since the last one to both files. On first use an index file is loaded if its
+generation matches (opening reads no float vector), caught up if it lags (rows written and
+ids deleted after its generation are replayed), and rebuilt if it is missing, unreadable, or
+of another origin: a file copied from another database, or left by an earlier index of the
+same name, is never trusted; nor is a vectors file that is not the one the index file was
+saved with, is shorter, or whose rows fail their checksums. A save cut short leaves a last
+part that fails its checksum: the file is then trusted as of the save before.
+Over an in-memory database, and over PostgreSQL, the float vectors go to an unlinked
+temporary file instead (it has no name on disk and goes away with the process).
 Over PostgreSQL (any number of processes) each process builds its graph from the rows in the
 database on first use, and before each search brings it up to date with one query: the
 index's generation and what changed since the graph's (see ``rows_postgres``). No index file
@@ -65,9 +75,10 @@ __all__ = ["HnswVectorStore"]
 log = logging.getLogger(__name__)
 
 # Save the index file once this many vectors changed since the last save, or a quarter of the
-# index when that is more: saving rewrites the whole file, so the cost stays proportional to
-# the changes however large the index grows. The background linker saves when it is idle, so
-# writers never wait for a save; a reopen replays from the database whatever the file lacks.
+# index when that is more. A save appends what changed, but an index file rewritten after a
+# compaction costs the whole index: saving in proportion keeps that cost proportional to the
+# changes. The background linker saves when it is idle, so writers never wait for a save; a
+# reopen replays from the database whatever the file lacks.
 SAVE_AFTER_CHANGES = 20_000
 SAVE_AFTER_FRACTION = 0.25
 # Rebuilds of at least this many vectors show a progress bar.
@@ -131,6 +142,7 @@ class _Loaded:
         self.saved_pending = index.pending  # vectors waiting to be linked, as the file has them
         self.changes = 0
         self.metadata: dict[str, str] = {}
+        self.saving = threading.Lock()  # one save at a time: each appends to what the last wrote
 
     @property
     def stale(self) -> bool:
@@ -812,40 +824,36 @@ class HnswVectorStore(AsyncTwins):
         return loaded.changes >= due and not self.rows.in_memory
 
     def _save(self, name: str, loaded: _Loaded) -> None:
-        """Write the index file of ``name``. The lock is held only to read and then record
-        the state saved, and to put the file in place: never while the file is written."""
+        """Save the index files of ``name`` (appending what changed since the last save).
+        The store's lock is held only to read and then record the state saved: never while
+        the files are written."""
         path = self.index_path(name)
         if path is None:
             return
-        with self._lock:
-            generation, changes = loaded.generation, loaded.changes
-        # The graph is copied after the generation is read, so the file holds at least what
-        # its tag says (a catch-up replays the rest harmlessly), never less.
-        part = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.part")
-        try:
-            # a failed save leaves no file
-            pending = loaded.index.save(str(part), generation, self.rows.origin(name) or "")
-        except OSError as exc:
-            raise StorageError(f"cannot save the index file {path}: {exc}") from exc
-        with self._lock:
-            newer = loaded.saved is not None and loaded.saved > generation
-            if self._loaded.get(name) is not loaded or newer:  # deleted, or a newer save landed meanwhile
-                part.unlink(missing_ok=True)
-                return
+        with loaded.saving:
+            with self._lock:
+                generation, changes = loaded.generation, loaded.changes
+                if self._loaded.get(name) is not loaded:  # deleted meanwhile
+                    return
+            # The graph is read after the generation, so the file holds at least what its
+            # tag says (a catch-up replays the rest harmlessly), never less.
             try:
-                os.replace(part, path)
+                pending = loaded.index.save(str(path), generation, self.rows.origin(name) or "")
             except OSError as exc:
-                part.unlink(missing_ok=True)
                 raise StorageError(f"cannot save the index file {path}: {exc}") from exc
-            loaded.saved, loaded.saved_pending = generation, pending
-            loaded.changes -= changes
+            with self._lock:
+                if self._loaded.get(name) is not loaded:  # deleted while it was written
+                    _unlink_files(path)
+                    return
+                loaded.saved, loaded.saved_pending = generation, pending
+                loaded.changes -= changes
 
     def _forget(self, name: str) -> None:
         with self._lock:
             self._loaded.pop(name, None)
             path = self.index_path(name)
             if path is not None:
-                path.unlink(missing_ok=True)
+                _unlink_files(path)
 
     def _load(self, name: str) -> _Loaded:
         """The in-memory index of ``name``: from its file if current, caught up, or rebuilt."""
@@ -919,6 +927,12 @@ class HnswVectorStore(AsyncTwins):
         loaded.generation = delta.generation
         loaded.origin = delta.origin
         loaded.changes += delta.total + len(delta.removed)
+
+
+def _unlink_files(path: Path) -> None:
+    """Delete an index file and the vectors file beside it."""
+    path.unlink(missing_ok=True)
+    path.with_suffix(".vectors").unlink(missing_ok=True)
 
 
 def _add_stored(index: _core.VectorIndex, ids: list[str], vectors: np.ndarray, texts: list[str]) -> None:

@@ -10,7 +10,6 @@ replaying what came after ``g``.
 from __future__ import annotations
 
 import glob
-import os
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -312,11 +311,12 @@ class DuckDBRows:
 
     def remove_leftovers(self) -> None:
         """Delete the partial index files of saves cut short in an earlier process (only one
-        process at a time opens a database file, so none of them is still being written)."""
+        process at a time opens a database file, so none of them is still being written; a
+        store opens once per database in a process, before it saves anything)."""
         if self.db.in_memory:
             return
         db = Path(self.db.path)
-        mine = f".{os.getpid()}-"
-        for part in db.parent.glob(f"{glob.escape(db.name)}.*.hnsw.*.part*"):
-            if mine not in part.name:
+        prefix = glob.escape(db.name)
+        for pattern in (f"{prefix}.*.hnsw.*.part*", f"{prefix}.*.hnsw.tmp", f"{prefix}.*.vectors.tmp"):
+            for part in db.parent.glob(pattern):
                 part.unlink(missing_ok=True)

@@ -1,0 +1,137 @@
+//! The string ids of an index's slots, packed in one arena, and the lookup from an id to its
+//! live slot: a table of slot numbers hashed by the id they name, so each id is stored once.
+//! A few bytes per id beyond its text, against two separate allocations and a map entry.
+
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+use rustc_hash::FxBuildHasher;
+
+#[derive(Default)]
+pub struct Ids {
+    bytes: Vec<u8>,
+    /// Where each slot's id ends in `bytes`.
+    ends: Vec<u64>,
+    /// The live slots, found by their id.
+    live: HashTable<u32>,
+}
+
+fn text<'a>(bytes: &'a [u8], ends: &[u64], slot: u32) -> &'a str {
+    let s = slot as usize;
+    let from = if s == 0 { 0 } else { ends[s - 1] as usize };
+    // Only ever filled from `&str`s, whole.
+    std::str::from_utf8(&bytes[from..ends[s] as usize]).unwrap_or_default()
+}
+
+fn hash(id: &str) -> u64 {
+    FxBuildHasher.hash_one(id)
+}
+
+impl Ids {
+    /// Slots named, live or not.
+    pub fn slots(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Live ids.
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// The id of `slot`.
+    #[inline]
+    pub fn get(&self, slot: u32) -> &str {
+        text(&self.bytes, &self.ends, slot)
+    }
+
+    /// The live slot of `id`.
+    pub fn find(&self, id: &str) -> Option<u32> {
+        let (bytes, ends) = (&self.bytes, &self.ends);
+        self.live
+            .find(hash(id), |&s| text(bytes, ends, s) == id)
+            .copied()
+    }
+
+    pub fn reserve(&mut self, additional: usize) {
+        self.ends.reserve(additional);
+        let (bytes, ends) = (&self.bytes, &self.ends);
+        self.live
+            .reserve(additional, |&s| hash(text(bytes, ends, s)));
+    }
+
+    /// Names the next slot `id`, live when `live` (the caller has removed any live `id`).
+    pub fn push(&mut self, id: &str, live: bool) -> u32 {
+        let slot = self.ends.len() as u32;
+        self.bytes.extend_from_slice(id.as_bytes());
+        self.ends.push(self.bytes.len() as u64);
+        if live {
+            let (bytes, ends) = (&self.bytes, &self.ends);
+            self.live
+                .insert_unique(hash(id), slot, |&s| hash(text(bytes, ends, s)));
+        }
+        slot
+    }
+
+    /// Makes `slot`'s id live again (the caller knows no other slot holds it live).
+    pub fn revive(&mut self, slot: u32) {
+        let (bytes, ends) = (&self.bytes, &self.ends);
+        self.live
+            .insert_unique(hash(text(bytes, ends, slot)), slot, |&s| {
+                hash(text(bytes, ends, s))
+            });
+    }
+
+    /// Takes `id` out of the live ids; returns the slot it had.
+    pub fn remove(&mut self, id: &str) -> Option<u32> {
+        let (bytes, ends) = (&self.bytes, &self.ends);
+        match self
+            .live
+            .find_entry(hash(id), |&s| text(bytes, ends, s) == id)
+        {
+            Ok(entry) => Some(entry.remove().0),
+            Err(_) => None,
+        }
+    }
+
+    /// Bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        self.bytes.capacity() + self.ends.capacity() * 8 + self.live.capacity() * 5
+    }
+}
+
+impl std::ops::Index<usize> for Ids {
+    type Output = str;
+
+    fn index(&self, slot: usize) -> &str {
+        self.get(slot as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_found_while_live() {
+        let mut ids = Ids::default();
+        for i in 0..1000 {
+            ids.push(&format!("id-{i}"), i % 3 != 0);
+        }
+        ids.push("", true);
+        assert_eq!((ids.slots(), ids.len()), (1001, 667));
+        assert_eq!(ids.find("id-7"), Some(7));
+        assert_eq!(ids.find("id-9"), None);
+        assert_eq!(&ids[999], "id-999");
+        assert_eq!(ids.find(""), Some(1000));
+        assert_eq!(ids.remove("id-7"), Some(7));
+        assert_eq!(ids.remove("id-7"), None);
+        assert_eq!(ids.find("id-7"), None);
+        assert_eq!(ids.get(7), "id-7");
+        let again = ids.push("id-7", true);
+        assert_eq!(ids.find("id-7"), Some(again));
+    }
+}

@@ -1,0 +1,542 @@
+//! The index files, and the only place the core touches the filesystem.
+//!
+//! An index is saved as two files: the index file (`<name>.hnsw`) with everything but the
+//! float vectors, and the vectors file beside it (`<name>.vectors`, see [`originals`]), which
+//! the index reads its float vectors from once loaded. Both only grow between compactions:
+//! a save appends what changed since the last one.
+//!
+//! The index file is a header and a sequence of frames, each the changes of one save:
+//! `magic (8) | version u32 | dim u32 | metric u8 | m u32 | ef_construction u32 | seed u64 |
+//! origin (str) | vectors file id (16) | checksum u64`, then frames of
+//! `length u64 | payload | checksum u64 of the payload`. A payload holds the generation, rng,
+//! entry point and slot count after the save, then per new slot its level, codes and their
+//! error terms, id, metadata record, parent, tombstone and lists; then each older slot whose
+//! lists or parent changed (slot, parent, lists), the older slots deleted, and the queue of
+//! slots waiting to be linked. The first frame holds every slot. All little-endian.
+//!
+//! A save first writes the vectors of its new slots and syncs them, then appends its frame
+//! and syncs it: a crash before the end of the frame leaves a frame that fails its checksum,
+//! and a load trusts the frames before it (an earlier generation, which the caller catches up
+//! from the database). A full save (the first, or after a compaction, or when the files are
+//! not the ones this index last wrote) writes both files under temporary names and renames
+//! them over the old ones, vectors file first. The vectors file carries a random id the index
+//! file names, and the origin: a load refuses a vectors file of another index or origin, one
+//! shorter than the rows it needs, or one whose rows disagree with the saved codes.
+
+pub mod codec;
+pub mod originals;
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::distance::Metric;
+use crate::error::{CoreError, Result};
+use crate::filter::Record;
+use crate::vector::adjacency::Adjacency;
+use crate::vector::codes::Codes;
+use crate::vector::graph::{Graph, Params, NONE};
+use crate::vector::ids::Ids;
+use crate::vector::records::RecordTable;
+use crate::vector::VectorIndex;
+use codec::{checksum, corrupt, Reader, Writer};
+use originals::{Backing, Originals};
+
+const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
+pub const FORMAT_VERSION: u32 = 5;
+/// Rows a load re-quantises to check the vectors file against the saved codes, spread over
+/// the index (every row of the last frame counts too, up to this many).
+const CHECKED_ROWS: usize = 256;
+
+/// The vectors file that goes with the index file at `path`.
+pub fn vectors_path(path: &Path) -> PathBuf {
+    path.with_extension("vectors")
+}
+
+/// What an index knows of its files: where and what it last saved, and what changed since.
+#[derive(Default)]
+pub struct Journal {
+    saved: Option<Saved>,
+    /// Slots deleted since the last save.
+    pub(crate) removed: Vec<u32>,
+}
+
+struct Saved {
+    path: PathBuf,
+    origin: Box<str>,
+    vectors: u128,
+    slots: usize,
+    /// The index file's length after the save.
+    len: u64,
+}
+
+/// What [`save`] did, for [`finish`].
+pub struct Written {
+    /// Vectors the file holds as waiting to be linked.
+    pub pending: usize,
+    /// After a full save: the new vectors file, to read the vectors from from now on.
+    adopt: Option<(Backing, usize)>,
+}
+
+/// Saves `index` to `path`, tagged with the database `generation` it reflects and the
+/// `origin` of the index in that database (which database, which creation of it): appends
+/// what changed since the last save when the files are the ones it last wrote, else writes
+/// both files anew. Call [`finish`] afterwards under a write hold of the index.
+pub fn save(index: &VectorIndex, path: &Path, generation: u64, origin: &str) -> Result<Written> {
+    let g = &index.graph;
+    let _linking = g.linking.lock(); // no half-linked batch in the file
+    let mut journal = index.journal.lock().unwrap_or_else(|e| e.into_inner());
+    let appendable = journal.saved.as_ref().is_some_and(|s| {
+        s.path == path
+            && &*s.origin == origin
+            && s.slots <= g.slots()
+            && g.originals.backing().is_some_and(|b| b.id == s.vectors)
+            && fs::metadata(path).is_ok_and(|m| m.len() == s.len)
+    });
+    let pending = g.pending().count();
+    if appendable {
+        let result = append(index, &mut journal, path, generation);
+        if result.is_err() {
+            journal.saved = None; // what changed was taken: the next save writes everything
+        }
+        return result.map(|()| Written {
+            pending,
+            adopt: None,
+        });
+    }
+    journal.saved = None;
+    let backing = write_full(index, &mut journal, path, generation, origin)?;
+    Ok(Written {
+        pending,
+        adopt: Some((backing, g.slots())),
+    })
+}
+
+/// Completes a [`save`]: after a full save the index reads its vectors from the new file
+/// (rows added meanwhile are copied there first), unless a compaction replaced them.
+pub fn finish(index: &mut VectorIndex, written: Written) -> Result<()> {
+    let Some((backing, copied)) = written.adopt else {
+        return Ok(());
+    };
+    let journal = index.journal.get_mut().unwrap_or_else(|e| e.into_inner());
+    if journal
+        .saved
+        .as_ref()
+        .is_none_or(|s| s.vectors != backing.id)
+    {
+        return Ok(()); // compacted since: the next save writes everything again
+    }
+    let originals = &mut index.graph.originals;
+    originals.copy_rows(&backing, copied)?;
+    originals.adopt(backing);
+    Ok(())
+}
+
+fn append(index: &VectorIndex, journal: &mut Journal, path: &Path, generation: u64) -> Result<()> {
+    let g = &index.graph;
+    let Some(first) = journal.saved.as_ref().map(|s| s.slots) else {
+        return Ok(());
+    };
+    // The new slots' vectors first: a frame never names rows the disk may lack.
+    if let Some(b) = g.originals.backing() {
+        g.originals.copy_rows(b, g.originals.stored())?;
+    }
+    g.originals.sync()?;
+    let bytes = frame(index, first, generation, &journal.removed);
+    let mut file = OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(|e| io_error("open", path, e))?;
+    file.write_all(&bytes)
+        .and_then(|()| file.sync_data())
+        .map_err(|e| io_error("write", path, e))?;
+    if let Some(saved) = journal.saved.as_mut() {
+        saved.slots = g.slots();
+        saved.len += bytes.len() as u64;
+    }
+    journal.removed.clear();
+    Ok(())
+}
+
+fn write_full(
+    index: &VectorIndex,
+    journal: &mut Journal,
+    path: &Path,
+    generation: u64,
+    origin: &str,
+) -> Result<Backing> {
+    let g = &index.graph;
+    let target = vectors_path(path);
+    let staging = temporary(&target);
+    let mut backing = Backing::create(&staging, g.params().dim, origin)?;
+    let copied = g
+        .originals
+        .copy_rows(&backing, 0)
+        .and_then(|()| backing.rename(&target));
+    if let Err(e) = copied {
+        let _ = fs::remove_file(&staging);
+        return Err(e);
+    }
+    let mut bytes = header(g.params(), origin, backing.id);
+    bytes.extend_from_slice(&frame(index, 0, generation, &[]));
+    write(path, &bytes)?;
+    journal.removed.clear();
+    journal.saved = Some(Saved {
+        path: path.to_path_buf(),
+        origin: origin.into(),
+        vectors: backing.id,
+        slots: g.slots(),
+        len: bytes.len() as u64,
+    });
+    Ok(backing)
+}
+
+fn temporary(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".tmp");
+    PathBuf::from(name)
+}
+
+/// Writes `bytes` to `path` atomically: to a temporary file, synced, then renamed. A failed
+/// write leaves neither file behind.
+pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = temporary(path);
+    let written = (|| {
+        let mut file = fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, path)
+    })();
+    written.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io_error("write", path, e)
+    })
+}
+
+fn io_error(what: &str, path: &Path, e: std::io::Error) -> CoreError {
+    CoreError::Io(format!("cannot {what} {}: {e}", path.display()))
+}
+
+fn header(p: &Params, origin: &str, vectors: u128) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.bytes(MAGIC);
+    w.u32(FORMAT_VERSION);
+    w.u32(p.dim as u32);
+    w.u8(p.metric.code());
+    w.u32(p.m as u32);
+    w.u32(p.ef_construction as u32);
+    w.u64(p.seed);
+    w.str(origin);
+    w.u128(vectors);
+    let sum = checksum(w.as_bytes());
+    w.u64(sum);
+    w.into_bytes()
+}
+
+/// One frame: the slots from `first` on, the older slots whose lists changed since the last
+/// save (their marks are cleared), the older ones in `removed`, and the queue.
+fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) -> Vec<u8> {
+    let g = &index.graph;
+    let (n, dim) = (g.slots(), g.params().dim);
+    let new = n - first;
+    let width = 2 * g.params().m + 1;
+    let mut w = Writer::with_capacity(64 + new * (dim + 17 + width * 4 + 4 + 32));
+    w.u64(0); // the payload's length, once known
+    w.u64(generation);
+    w.u64(g.rng);
+    w.u32(g.entry());
+    w.u64(first as u64);
+    w.u64(n as u64);
+    w.bytes(&g.levels[first..]);
+    w.i8s(&g.codes.codes[first * dim..]);
+    let c = &g.codes;
+    for terms in [&c.scales, &c.norms, &c.residuals, &c.norm_gaps] {
+        w.words(&terms[first..]);
+    }
+    w.words(&g.originals.sums[first..]);
+    for slot in first as u32..n as u32 {
+        w.str(index.ids.get(slot));
+    }
+    for slot in first as u32..n as u32 {
+        let record = index.records.get(slot);
+        w.u32(record.iter().count() as u32);
+        for (key, value) in record.iter() {
+            w.str(key);
+            w.value(value);
+        }
+    }
+    for slot in first as u32..n as u32 {
+        w.u32(g.links.parent(slot));
+    }
+    w.bytes(
+        &g.deleted[first..]
+            .iter()
+            .map(|&d| d as u8)
+            .collect::<Vec<_>>(),
+    );
+    for slot in first as u32..n as u32 {
+        g.links.untouch(slot);
+        g.links.slot_words(slot).for_each(|x| w.u32(x));
+    }
+    let touched: Vec<u32> = (0..first as u32).filter(|&s| g.links.untouch(s)).collect();
+    w.u64(touched.len() as u64);
+    for &slot in &touched {
+        w.u32(slot);
+        w.u32(g.links.parent(slot));
+        g.links.slot_words(slot).for_each(|x| w.u32(x));
+    }
+    let mut gone: Vec<u32> = removed
+        .iter()
+        .copied()
+        .filter(|&s| (s as usize) < first)
+        .collect();
+    gone.sort_unstable();
+    gone.dedup();
+    w.u64(gone.len() as u64);
+    w.words(&gone);
+    w.u64(g.pending.len() as u64);
+    g.pending.iter().for_each(|&s| w.u32(s));
+    let len = w.len() - 8;
+    w.put_u64(0, len as u64);
+    let sum = checksum(&w.as_bytes()[8..]);
+    w.u64(sum);
+    w.into_bytes()
+}
+
+/// Reads the index file at `path` and opens its vectors file; anything truncated, foreign or
+/// of another version is `IndexCorrupt` (a damaged or incomplete last frame only takes the
+/// index back to the save before it). Returns the index and the generation and origin of the
+/// last complete save.
+pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
+    let bytes = fs::read(path).map_err(|e| io_error("read", path, e))?;
+    let (params, origin, vectors, start) = read_header(&bytes)?;
+    let mut state = Loaded::new(params);
+    let mut at = start;
+    let mut last = None;
+    while let Some((payload, end)) = next_frame(&bytes, at) {
+        last = Some(state.apply(payload)?);
+        at = end;
+    }
+    let (generation, last_first) = last.ok_or_else(|| corrupt("no complete save"))?;
+    let slots = state.levels.len();
+    let backing = Backing::open(&vectors_path(path), params.dim, vectors, &origin, slots)?;
+    let originals = Originals::over(params.dim, backing, std::mem::take(&mut state.sums));
+    check_rows(&originals, last_first)?;
+    let graph = Graph::from_parts(
+        params,
+        state.rng,
+        originals,
+        state.codes,
+        state.levels,
+        Adjacency::from_words(params.m, state.level0, state.upper, state.parents),
+        state.deleted,
+        state.entry,
+        state.pending.into(),
+    );
+    graph.validate().map_err(|e| corrupt(&e))?;
+    let mut ids = state.ids;
+    for slot in (0..slots as u32).filter(|&s| !graph.is_deleted(s)) {
+        if ids.find(ids.get(slot)).is_some() {
+            return Err(corrupt("an id with two live slots"));
+        }
+        ids.revive(slot);
+    }
+    let index = VectorIndex::from_graph(graph, ids, state.records);
+    *index.journal.lock().unwrap_or_else(|e| e.into_inner()) = Journal {
+        saved: Some(Saved {
+            path: path.to_path_buf(),
+            origin: origin.clone(),
+            vectors,
+            slots,
+            len: at as u64,
+        }),
+        removed: Vec::new(),
+    };
+    Ok((index, generation, origin))
+}
+
+fn read_header(bytes: &[u8]) -> Result<(Params, Box<str>, u128, usize)> {
+    if bytes.len() < MAGIC.len() + 4 || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(corrupt("not a threadrecall index file"));
+    }
+    let mut r = Reader::new(bytes, MAGIC.len());
+    let version = r.u32()?;
+    if version != FORMAT_VERSION {
+        return Err(corrupt(&format!(
+            "format version {version}, expected {FORMAT_VERSION}"
+        )));
+    }
+    let dim = r.u32()? as usize;
+    let metric = Metric::from_code(r.u8()?).ok_or_else(|| corrupt("unknown metric"))?;
+    let (m, ef_construction) = (r.u32()? as usize, r.u32()? as usize);
+    let seed = r.u64()?;
+    let origin = r.str()?;
+    let vectors = r.u128()?;
+    let end = r.at();
+    if r.u64()? != checksum(&bytes[..end]) {
+        return Err(corrupt("damaged header"));
+    }
+    let params = Params::new(dim, metric, m, ef_construction, seed)
+        .map_err(|_| corrupt("bad parameters"))?;
+    Ok((params, origin, vectors, r.at()))
+}
+
+/// The payload of the frame at `at` and where the next begins; `None` at the end of the
+/// file, or where a frame is incomplete or damaged.
+fn next_frame(bytes: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    let mut r = Reader::new(bytes, at);
+    let len = r.count().ok()?;
+    let payload = r.take(len).ok()?;
+    let sum = r.u64().ok()?;
+    (sum == checksum(payload)).then_some((payload, r.at()))
+}
+
+/// The arrays of an index as its frames rebuild them.
+struct Loaded {
+    params: Params,
+    rng: u64,
+    entry: u32,
+    levels: Vec<u8>,
+    codes: Codes,
+    sums: Vec<u32>,
+    ids: Ids,
+    records: RecordTable,
+    parents: Vec<u32>,
+    deleted: Vec<bool>,
+    level0: Vec<u32>,
+    upper: Vec<Vec<u32>>,
+    pending: Vec<u32>,
+}
+
+impl Loaded {
+    fn new(params: Params) -> Loaded {
+        Loaded {
+            params,
+            rng: 0,
+            entry: NONE,
+            levels: Vec::new(),
+            codes: Codes::default(),
+            sums: Vec::new(),
+            ids: Ids::default(),
+            records: RecordTable::new(),
+            parents: Vec::new(),
+            deleted: Vec::new(),
+            level0: Vec::new(),
+            upper: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Applies one frame; returns its generation and its first new slot.
+    fn apply(&mut self, payload: &[u8]) -> Result<(u64, usize)> {
+        let (dim, m) = (self.params.dim, self.params.m);
+        let width = 2 * m + 1;
+        let mut r = Reader::new(payload, 0);
+        let generation = r.u64()?;
+        self.rng = r.u64()?;
+        self.entry = r.u32()?;
+        let (first, slots) = (r.count()?, r.count()?);
+        if first != self.levels.len() || slots < first {
+            return Err(corrupt("frames out of order"));
+        }
+        let new = slots - first;
+        let levels = r.take(new)?;
+        if levels
+            .iter()
+            .any(|&l| l as usize > crate::vector::graph::MAX_LEVEL)
+        {
+            return Err(corrupt("bad level"));
+        }
+        self.levels.extend_from_slice(levels);
+        let c = &mut self.codes;
+        r.i8s_into(
+            new.checked_mul(dim).ok_or_else(|| corrupt("bad count"))?,
+            &mut c.codes,
+        )?;
+        for terms in [
+            &mut c.scales,
+            &mut c.norms,
+            &mut c.residuals,
+            &mut c.norm_gaps,
+        ] {
+            r.words_into(new, terms)?;
+        }
+        r.words_into(new, &mut self.sums)?;
+        self.ids.reserve(new);
+        for _ in 0..new {
+            self.ids.push(r.str_ref()?, false);
+        }
+        self.records.reserve(new);
+        for _ in 0..new {
+            let mut record = Record::new();
+            for _ in 0..r.u32()? {
+                let key = r.str()?;
+                record.set(&key, r.value()?);
+            }
+            self.records.push_record(&record);
+        }
+        r.words_into(new, &mut self.parents)?;
+        self.deleted.extend(r.take(new)?.iter().map(|&b| b != 0));
+        self.level0.reserve(new * width);
+        for &level in levels {
+            r.words_into(width, &mut self.level0)?;
+            self.upper.push(r.words(level as usize * (m + 1))?);
+        }
+        for _ in 0..r.count()? {
+            let slot = r.u32()? as usize;
+            if slot >= first {
+                return Err(corrupt("bad changed slot"));
+            }
+            self.parents[slot] = r.u32()?;
+            let block = r.words::<u32>(width)?;
+            self.level0[slot * width..(slot + 1) * width].copy_from_slice(&block);
+            self.upper[slot] = r.words(self.levels[slot] as usize * (m + 1))?;
+        }
+        let gone: Vec<u32> = {
+            let n = r.count()?;
+            r.words(n)?
+        };
+        for slot in gone {
+            *self
+                .deleted
+                .get_mut(slot as usize)
+                .ok_or_else(|| corrupt("bad deleted slot"))? = true;
+        }
+        let queued = r.count()?;
+        self.pending = r.words(queued)?;
+        if self
+            .parents
+            .iter()
+            .any(|&p| p as usize >= slots && p != NONE)
+        {
+            return Err(corrupt("bad parent"));
+        }
+        if r.at() != payload.len() {
+            return Err(corrupt("trailing bytes"));
+        }
+        Ok((generation, first))
+    }
+}
+
+/// Checks a spread of rows, and the rows of the last frame, against their saved checksums: a
+/// vectors file of other rows, or damaged ones there, is refused. (Reading every row would
+/// read the whole file: opening stays quick instead, and rows are written once, synced
+/// before the frame naming them.)
+fn check_rows(originals: &Originals, last_first: usize) -> Result<()> {
+    let n = originals.sums.len();
+    let step = (n / CHECKED_ROWS).max(1);
+    let recent = last_first.max(n.saturating_sub(CHECKED_ROWS));
+    for slot in (0..n).step_by(step).chain(recent..n) {
+        let row = originals
+            .get(slot as u32)
+            .map_err(|_| corrupt("the vectors file is unreadable"))?;
+        if originals::row_sum(&row) != originals.sums[slot] {
+            return Err(corrupt("the vectors file disagrees with the index file"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

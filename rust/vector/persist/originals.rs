@@ -1,0 +1,422 @@
+//! The float vectors of an index ("originals"), kept on disk instead of in memory.
+//!
+//! Graph walks measure the int8 codes, which stay in memory; the float vectors are read only
+//! to re-rank what a search found (a few dozen per query) and to compact the graph. So they
+//! live in a file of fixed-width rows — row `s` is slot `s`'s vector, little-endian f32 —
+//! read with positioned reads. Rows are written once and never change: a new slot appends a
+//! row, a compaction writes a new file. The newest rows wait in a small in-memory tail and
+//! are written out a few megabytes at a time.
+//!
+//! Reads go through the page cache, not a memory mapping: a mapping would add every page a
+//! re-rank touches (and the kernel's fault-around neighbours) to the process's resident set,
+//! which after a few thousand queries is the whole file; a positioned read copies one row and
+//! leaves the resident set alone. The page cache still keeps hot rows in memory, shared,
+//! and the kernel can drop them under pressure.
+//!
+//! The file is either the one beside the database (`<db>.<index>.vectors`, see `persist`), or,
+//! for an index with no file yet (a new or compacted index, an in-memory database, a store
+//! over PostgreSQL), an unlinked temporary file: it takes no name on disk and disappears with
+//! the process.
+//!
+//! Layout: a [`HEADER_LEN`]-byte header — `magic (8) | version u32 | dim u32 | file id (16) |
+//! origin (str) | checksum u64 of what precedes it`, zero-padded — then the rows.
+
+use std::cell::RefCell;
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{CoreError, Result};
+use crate::vector::persist::codec::{checksum, Reader, Writer};
+
+const MAGIC: &[u8; 8] = b"TRVECS\x00\x01";
+const VERSION: u32 = 1;
+/// Rows start here: one page, so they stay page-aligned.
+pub const HEADER_LEN: u64 = 4096;
+/// The in-memory tail is written out once it holds this many bytes.
+const SPILL_BYTES: usize = 4 << 20;
+
+thread_local! {
+    /// The row a positioned read lands in.
+    static ROW: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The open file behind the stored rows.
+pub(crate) struct Backing {
+    file: File,
+    /// The file's name on disk, `None` for an unlinked temporary file.
+    pub(crate) path: Option<PathBuf>,
+    /// Random at creation: an index file names the vectors file it was saved with.
+    pub(crate) id: u128,
+    /// Rows written to the file.
+    rows: usize,
+}
+
+/// The float vectors by slot: rows in a file, the newest few in memory.
+pub struct Originals {
+    dim: usize,
+    backing: Option<Backing>,
+    tail: Vec<f32>,
+    /// Per row, a checksum of its bytes: the index file keeps them, and a load checks rows
+    /// of the vectors file against them.
+    pub(crate) sums: Vec<u32>,
+}
+
+impl Originals {
+    pub fn new(dim: usize) -> Originals {
+        Originals {
+            dim,
+            backing: None,
+            tail: Vec::new(),
+            sums: Vec::new(),
+        }
+    }
+
+    /// Rows held, in the file and in memory.
+    pub fn len(&self) -> usize {
+        self.stored() + self.tail.len() / self.dim.max(1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Rows written to the file.
+    pub(crate) fn stored(&self) -> usize {
+        self.backing.as_ref().map_or(0, |b| b.rows)
+    }
+
+    pub(crate) fn backing(&self) -> Option<&Backing> {
+        self.backing.as_ref()
+    }
+
+    /// Bytes of float vectors held in memory (the tail not yet written out).
+    pub fn memory_bytes(&self) -> usize {
+        (self.tail.capacity() + self.sums.capacity()) * 4
+    }
+
+    /// Appends a row (already prepared); writes the tail out once it is large enough. If
+    /// that write fails (a full disk), the rows stay in memory and the next one retries.
+    pub fn push(&mut self, row: &[f32]) {
+        self.sums.push(row_sum(row));
+        self.tail.extend_from_slice(row);
+        if self.tail.len() * 4 >= SPILL_BYTES {
+            let _ = self.spill();
+        }
+    }
+
+    /// Writes the in-memory tail to the file (an unlinked temporary one if there is none).
+    pub fn spill(&mut self) -> Result<()> {
+        if self.tail.is_empty() {
+            return Ok(());
+        }
+        if self.backing.is_none() {
+            self.backing = Some(Backing::temporary(self.dim)?);
+        }
+        let dim = self.dim;
+        let Some(b) = self.backing.as_mut() else {
+            return Ok(());
+        };
+        write_rows(&b.file, dim, b.rows, &self.tail)
+            .map_err(|e| io("write", b.path.as_deref(), e))?;
+        b.rows += self.tail.len() / dim;
+        self.tail.clear();
+        self.tail.shrink_to(SPILL_BYTES / 4);
+        Ok(())
+    }
+
+    /// Calls `f` with the row of `slot`. A failed read (a disk error) hands `f` `fallback`
+    /// instead, so a search degrades to approximate scores rather than failing.
+    #[inline]
+    pub fn with_row<R>(
+        &self,
+        slot: u32,
+        fallback: impl FnOnce() -> Vec<f32>,
+        f: impl FnOnce(&[f32]) -> R,
+    ) -> R {
+        let (slot, dim) = (slot as usize, self.dim);
+        let b = match &self.backing {
+            Some(b) if slot < b.rows => b,
+            _ => {
+                let at = (slot - self.stored()) * dim;
+                return f(&self.tail[at..at + dim]);
+            }
+        };
+        ROW.with(|cell| {
+            let mut row = cell.borrow_mut();
+            row.resize(dim, 0.0);
+            if read_row(&b.file, dim, slot, &mut row).is_ok() {
+                f(&row)
+            } else {
+                f(&fallback())
+            }
+        })
+    }
+
+    /// A copy of the row of `slot`, or an I/O error.
+    pub fn get(&self, slot: u32) -> Result<Vec<f32>> {
+        let (slot, dim) = (slot as usize, self.dim);
+        let b = match &self.backing {
+            Some(b) if slot < b.rows => b,
+            _ => {
+                let at = (slot - self.stored()) * dim;
+                return Ok(self.tail[at..at + dim].to_vec());
+            }
+        };
+        let mut row = vec![0.0; dim];
+        read_row(&b.file, dim, slot, &mut row).map_err(|e| io("read", b.path.as_deref(), e))?;
+        Ok(row)
+    }
+
+    /// Copies rows `from..self.len()` into `target` at the same positions.
+    pub(crate) fn copy_rows(&self, target: &Backing, from: usize) -> Result<()> {
+        const CHUNK: usize = 1 << 14;
+        let dim = self.dim;
+        let stored = self.stored();
+        let mut row = from;
+        let mut buf = Vec::new();
+        while let Some(b) = self.backing.as_ref().filter(|_| row < stored) {
+            let n = CHUNK.min(stored - row);
+            buf.resize(n * dim, 0.0);
+            read_rows(&b.file, dim, row, &mut buf).map_err(|e| io("read", b.path.as_deref(), e))?;
+            write_rows(&target.file, dim, row, &buf)
+                .map_err(|e| io("write", target.path.as_deref(), e))?;
+            row += n;
+        }
+        let skip = row.saturating_sub(stored) * dim;
+        write_rows(
+            &target.file,
+            dim,
+            row,
+            &self.tail[skip.min(self.tail.len())..],
+        )
+        .map_err(|e| io("write", target.path.as_deref(), e))
+    }
+
+    /// Makes `backing`, which holds every row, the file behind them; the tail is dropped.
+    pub(crate) fn adopt(&mut self, mut backing: Backing) {
+        backing.rows = self.len();
+        self.backing = Some(backing);
+        self.tail = Vec::new();
+    }
+
+    /// Syncs the file to disk.
+    pub(crate) fn sync(&self) -> Result<()> {
+        match &self.backing {
+            Some(b) => b
+                .file
+                .sync_data()
+                .map_err(|e| io("sync", b.path.as_deref(), e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Rows over an opened file of `rows` rows.
+    pub(crate) fn over(dim: usize, backing: Backing, sums: Vec<u32>) -> Originals {
+        Originals {
+            dim,
+            backing: Some(backing),
+            tail: Vec::new(),
+            sums,
+        }
+    }
+}
+
+impl Backing {
+    /// A new, empty, unlinked file in the temporary directory.
+    fn temporary(dim: usize) -> Result<Backing> {
+        let dir = std::env::temp_dir();
+        let id = fresh_id();
+        let path = dir.join(format!(
+            "threadrecall-{}-{id:032x}.vectors",
+            std::process::id()
+        ));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| io("create", Some(&path), e))?;
+        let _ = fs::remove_file(&path); // unlinked: it lives as long as the file is open
+        let backing = Backing {
+            file,
+            path: None,
+            id,
+            rows: 0,
+        };
+        backing.write_header(dim, "")?;
+        Ok(backing)
+    }
+
+    /// A new, empty file at `path` (replacing any), tagged with `origin`.
+    pub(crate) fn create(path: &Path, dim: usize, origin: &str) -> Result<Backing> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| io("create", Some(path), e))?;
+        let backing = Backing {
+            file,
+            path: Some(path.to_path_buf()),
+            id: fresh_id(),
+            rows: 0,
+        };
+        backing.write_header(dim, origin)?;
+        Ok(backing)
+    }
+
+    /// Opens the file at `path` if it is the vectors file `id` of an index of dimension `dim`
+    /// and origin `origin`, holding at least `rows` rows; anything else is `IndexCorrupt`.
+    pub(crate) fn open(
+        path: &Path,
+        dim: usize,
+        id: u128,
+        origin: &str,
+        rows: usize,
+    ) -> Result<Backing> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|_| corrupt("the vectors file is missing"))?;
+        let mut head = vec![0u8; HEADER_LEN as usize];
+        file.read_exact_at(&mut head, 0)
+            .map_err(|_| corrupt("the vectors file is truncated"))?;
+        if &head[..8] != MAGIC {
+            return Err(corrupt("not a vectors file"));
+        }
+        let mut r = Reader::new(&head, 8);
+        let (version, file_dim) = (r.u32()?, r.u32()? as usize);
+        let file_id = r.u128()?;
+        let file_origin = r.str()?;
+        let end = r.at();
+        if r.u64()? != checksum(&head[..end]) {
+            return Err(corrupt("the vectors file's header is damaged"));
+        }
+        if version != VERSION || file_dim != dim || file_id != id || &*file_origin != origin {
+            return Err(corrupt("the vectors file belongs to another index"));
+        }
+        let needed = HEADER_LEN + (rows * dim * 4) as u64;
+        let len = file
+            .metadata()
+            .map_err(|e| io("read", Some(path), e))?
+            .len();
+        if len < needed {
+            return Err(corrupt("the vectors file is truncated"));
+        }
+        Ok(Backing {
+            file,
+            path: Some(path.to_path_buf()),
+            id,
+            rows,
+        })
+    }
+
+    fn write_header(&self, dim: usize, origin: &str) -> Result<()> {
+        let mut w = Writer::new();
+        w.bytes(MAGIC);
+        w.u32(VERSION);
+        w.u32(dim as u32);
+        w.u128(self.id);
+        w.str(origin);
+        let sum = checksum(w.as_bytes());
+        w.u64(sum);
+        let mut head = w.into_bytes();
+        if head.len() > HEADER_LEN as usize {
+            return Err(CoreError::InvalidArgument(
+                "the index origin is too long".into(),
+            ));
+        }
+        head.resize(HEADER_LEN as usize, 0);
+        self.file
+            .write_all_at(&head, 0)
+            .map_err(|e| io("write", self.path.as_deref(), e))
+    }
+
+    /// Syncs and renames the file to `path`.
+    pub(crate) fn rename(&mut self, path: &Path) -> Result<()> {
+        self.file
+            .sync_all()
+            .map_err(|e| io("sync", self.path.as_deref(), e))?;
+        if let Some(from) = &self.path {
+            fs::rename(from, path).map_err(|e| io("rename", Some(from), e))?;
+        }
+        self.path = Some(path.to_path_buf());
+        Ok(())
+    }
+}
+
+/// The checksum of a row's little-endian bytes.
+pub(crate) fn row_sum(row: &[f32]) -> u32 {
+    let mut w = Writer::with_capacity(row.len() * 4);
+    w.words(row);
+    let h = checksum(w.as_bytes());
+    (h ^ (h >> 32)) as u32
+}
+
+/// Reads one row of `dim` floats at `slot`.
+#[inline]
+fn read_row(file: &File, dim: usize, slot: usize, row: &mut [f32]) -> std::io::Result<()> {
+    read_rows(file, dim, slot, row)
+}
+
+fn read_rows(file: &File, dim: usize, first: usize, rows: &mut [f32]) -> std::io::Result<()> {
+    let at = HEADER_LEN + (first * dim * 4) as u64;
+    // SAFETY: any bit pattern is a valid f32; the file holds little-endian f32.
+    let bytes = unsafe {
+        std::slice::from_raw_parts_mut(rows.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(rows))
+    };
+    file.read_exact_at(bytes, at)?;
+    if cfg!(target_endian = "big") {
+        rows.iter_mut()
+            .for_each(|x| *x = f32::from_bits(x.to_bits().swap_bytes()));
+    }
+    Ok(())
+}
+
+fn write_rows(file: &File, dim: usize, first: usize, rows: &[f32]) -> std::io::Result<()> {
+    let at = HEADER_LEN + (first * dim * 4) as u64;
+    let mut w = Writer::new();
+    let bytes: &[u8] = if cfg!(target_endian = "little") {
+        // SAFETY: f32 has no padding; u8 needs no alignment.
+        unsafe {
+            std::slice::from_raw_parts(rows.as_ptr().cast::<u8>(), std::mem::size_of_val(rows))
+        }
+    } else {
+        w.words(rows);
+        w.as_bytes()
+    };
+    file.write_all_at(bytes, at)
+}
+
+/// A random-enough 128-bit id: the time, the process and a counter, mixed.
+pub(crate) fn fresh_id() -> u128 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mix = |mut z: u64| {
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let a = mix(nanos ^ (std::process::id() as u64) << 32);
+    let b = mix(a ^ COUNTER
+        .fetch_add(1, Ordering::Relaxed)
+        .wrapping_add(0x9E37_79B9_7F4A_7C15));
+    (a as u128) << 64 | b as u128
+}
+
+fn io(what: &str, path: Option<&Path>, e: std::io::Error) -> CoreError {
+    let name = path.map_or("a temporary vectors file".to_string(), |p| {
+        p.display().to_string()
+    });
+    CoreError::Io(format!("cannot {what} {name}: {e}"))
+}
+
+fn corrupt(why: &str) -> CoreError {
+    CoreError::IndexCorrupt(why.to_string())
+}

@@ -1,0 +1,320 @@
+use super::*;
+use crate::filter::{Filter, Input};
+use crate::vector::graph::tests::clustered;
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("threadrecall-persist-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn full_save(index: &mut VectorIndex, path: &Path, generation: u64, origin: &str) {
+    let written = save(index, path, generation, origin).unwrap();
+    finish(index, written).unwrap();
+}
+
+#[test]
+fn a_failed_write_leaves_no_file() {
+    let path = temp("occupied.hnsw");
+    fs::create_dir_all(&path).unwrap(); // a directory: the final rename fails
+    assert!(matches!(write(&path, b"bytes"), Err(CoreError::Io(_))));
+    assert!(!temp("occupied.hnsw.tmp").exists());
+    assert!(path.is_dir());
+}
+
+fn metas(range: std::ops::Range<usize>) -> Vec<Input> {
+    range
+        .map(|i| {
+            Input::Map(vec![
+                ("thread_id".into(), Input::Str(format!("t{}", i % 9))),
+                ("score".into(), Input::Float(i as f64 / 3.0)),
+                ("flag".into(), Input::Bool(i % 2 == 0)),
+                ("none".into(), Input::Null),
+                ("nested".into(), Input::List(vec![])),
+            ])
+        })
+        .collect()
+}
+
+fn sample() -> (VectorIndex, Vec<Vec<f32>>) {
+    // seed 31
+    let data = clustered(31, 700, 12, 7);
+    let mut idx = VectorIndex::new(12, Metric::Euclidean, 8, 60, 5).unwrap();
+    let ids = (0..700).map(|i| format!("id-{i}")).collect();
+    let flat: Vec<f32> = data.iter().flatten().copied().collect();
+    idx.add(ids, &flat, metas(0..700)).unwrap();
+    idx.link_pending(600);
+    idx.remove(&["id-5".to_string(), "id-6".to_string(), "id-650".to_string()]);
+    (idx, data)
+}
+
+fn same_answers(a: &VectorIndex, b: &VectorIndex, queries: &[Vec<f32>]) {
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a.ids(), b.ids());
+    assert_eq!(a.pending_len(), b.pending_len());
+    let f = Filter::vector(&Input::Map(vec![("flag".into(), Input::Bool(true))])).unwrap();
+    for q in queries {
+        assert_eq!(
+            a.search(q, 10, None, Some(32)).unwrap(),
+            b.search(q, 10, None, Some(32)).unwrap()
+        );
+        assert_eq!(
+            a.search(q, 5, f.as_ref(), None).unwrap(),
+            b.search(q, 5, f.as_ref(), None).unwrap()
+        );
+    }
+}
+
+#[test]
+fn save_then_load_gives_identical_results() {
+    let (mut idx, data) = sample();
+    let path = temp("a.hnsw");
+    full_save(&mut idx, &path, 42, "db-1");
+    let (back, generation, origin) = load(&path).unwrap();
+    assert_eq!((generation, &*origin), (42, "db-1"));
+    same_answers(
+        &idx,
+        &back,
+        &data.iter().step_by(37).cloned().collect::<Vec<_>>(),
+    );
+    assert!(!back.contains("id-5"));
+    assert!(!back.contains("id-650"));
+    assert!(idx.pending_len() >= 99);
+    // A loaded graph keeps drawing the same levels as the original.
+    let (mut a, mut b) = (idx, back);
+    a.add(vec!["x".into()], &data[1], vec![Input::Null])
+        .unwrap();
+    b.add(vec!["x".into()], &data[1], vec![Input::Null])
+        .unwrap();
+    assert_eq!(a.graph.levels, b.graph.levels);
+    // And links its saved queue into the same graph.
+    let queued = a.pending_len();
+    assert_eq!(a.link_pending(usize::MAX), queued);
+    assert_eq!(b.link_pending(usize::MAX), queued);
+    assert_eq!(
+        a.graph.links.level0_words().collect::<Vec<_>>(),
+        b.graph.links.level0_words().collect::<Vec<_>>()
+    );
+    assert_eq!(a.graph.entry(), b.graph.entry());
+}
+
+#[test]
+fn a_loaded_index_scores_with_the_exact_float_vectors() {
+    let (mut idx, data) = sample();
+    let path = temp("exact.hnsw");
+    full_save(&mut idx, &path, 1, "db");
+    let (back, _, _) = load(&path).unwrap();
+    assert_eq!(
+        back.graph.originals.stored(),
+        700,
+        "every row is read from the file"
+    );
+    for q in data.iter().step_by(50) {
+        for hit in back.search(q, 5, None, None).unwrap() {
+            let i: usize = hit.id[3..].parse().unwrap();
+            let want = Metric::Euclidean.score(Metric::Euclidean.distance(q, &data[i]));
+            assert_eq!(hit.score, want);
+        }
+    }
+}
+
+#[test]
+fn a_small_change_appends_about_its_size_and_reloads_equal() {
+    let (mut idx, data) = sample();
+    let path = temp("append.hnsw");
+    full_save(&mut idx, &path, 1, "db");
+    let (index_len, vectors_len) = (
+        fs::metadata(&path).unwrap().len(),
+        fs::metadata(vectors_path(&path)).unwrap().len(),
+    );
+    // Ten new vectors (one replacing an old id), two deletions, some linking.
+    let flat: Vec<f32> = data[..10].iter().flatten().copied().collect();
+    let mut ids: Vec<String> = (0..9).map(|i| format!("new-{i}")).collect();
+    ids.push("id-100".into());
+    idx.add(ids, &flat, metas(0..10)).unwrap();
+    idx.remove(&["id-7".to_string(), "id-8".to_string()]);
+    idx.link_pending(20);
+    full_save(&mut idx, &path, 2, "db");
+    let grown = fs::metadata(&path).unwrap().len() - index_len;
+    let grown_vectors = fs::metadata(vectors_path(&path)).unwrap().len() - vectors_len;
+    assert_eq!(grown_vectors, 10 * 12 * 4, "the new rows only");
+    assert!(
+        grown < index_len / 4,
+        "appended {grown} bytes to a file of {index_len}"
+    );
+    let (back, generation, _) = load(&path).unwrap();
+    assert_eq!(generation, 2);
+    same_answers(
+        &idx,
+        &back,
+        &data.iter().step_by(29).cloned().collect::<Vec<_>>(),
+    );
+    assert!(!back.contains("id-7") && back.contains("new-3") && back.contains("id-100"));
+    // Saved again with nothing changed: one small frame.
+    full_save(&mut idx, &path, 3, "db");
+    let (again, generation, _) = load(&path).unwrap();
+    assert_eq!(generation, 3);
+    same_answers(&idx, &again, &data[..5]);
+}
+
+#[test]
+fn an_incomplete_last_frame_takes_the_index_back_to_the_save_before() {
+    let (mut idx, data) = sample();
+    let path = temp("torn.hnsw");
+    full_save(&mut idx, &path, 1, "db");
+    let first = fs::read(&path).unwrap();
+    let (before, _, _) = load(&path).unwrap();
+    let flat: Vec<f32> = data[..3].iter().flatten().copied().collect();
+    idx.add(
+        (0..3).map(|i| format!("late-{i}")).collect(),
+        &flat,
+        metas(0..3),
+    )
+    .unwrap();
+    full_save(&mut idx, &path, 2, "db");
+    let full = fs::read(&path).unwrap();
+    for cut in [
+        full.len() - 1,
+        first.len() + 9,
+        first.len() + (full.len() - first.len()) / 2,
+    ] {
+        fs::write(&path, &full[..cut]).unwrap();
+        let (back, generation, _) = load(&path).unwrap();
+        assert_eq!(generation, 1, "cut at {cut}");
+        assert!(!back.contains("late-0"));
+        same_answers(&before, &back, &data[..3]);
+    }
+    // The next save of the reloaded index starts the files over.
+    fs::write(&path, &full[..full.len() - 1]).unwrap();
+    let (mut back, _, _) = load(&path).unwrap();
+    full_save(&mut back, &path, 5, "db");
+    assert_eq!(load(&path).unwrap().1, 5);
+}
+
+#[test]
+fn truncated_foreign_or_other_version_files_are_corrupt() {
+    let (mut idx, _) = sample();
+    let path = temp("b.hnsw");
+    full_save(&mut idx, &path, 1, "db");
+    let good = fs::read(&path).unwrap();
+    let cases: Vec<Vec<u8>> = vec![
+        good[..good.len() / 2].to_vec(),
+        good[..10].to_vec(),
+        Vec::new(),
+        b"PAR1 definitely not an index".to_vec(),
+        {
+            let mut v = good.clone();
+            v[8] = 99; // version
+            v
+        },
+        {
+            let mut v = good.clone();
+            let mid = v.len() / 2;
+            v[mid] ^= 0xff; // damaged body
+            v
+        },
+        {
+            let mut v = good.clone();
+            v[14] ^= 0x01; // damaged header
+            v
+        },
+    ];
+    for (i, bytes) in cases.into_iter().enumerate() {
+        fs::write(&path, bytes).unwrap();
+        assert!(
+            matches!(load(&path), Err(CoreError::IndexCorrupt(_))),
+            "case {i}"
+        );
+    }
+}
+
+#[test]
+fn a_foreign_damaged_truncated_or_missing_vectors_file_is_corrupt() {
+    let (mut idx, data) = sample();
+    let path = temp("v.hnsw");
+    full_save(&mut idx, &path, 1, "db");
+    let vectors = vectors_path(&path);
+    let good = fs::read(&vectors).unwrap();
+    // Another index of the same shape, saved elsewhere: its vectors file is foreign here.
+    let mut other = VectorIndex::new(12, Metric::Euclidean, 8, 60, 5).unwrap();
+    let flat: Vec<f32> = data.iter().rev().flatten().copied().collect();
+    other
+        .add(
+            (0..700).map(|i| format!("id-{i}")).collect(),
+            &flat,
+            metas(0..700),
+        )
+        .unwrap();
+    let elsewhere = temp("other.hnsw");
+    full_save(&mut other, &elsewhere, 1, "db");
+    let foreign = fs::read(vectors_path(&elsewhere)).unwrap();
+    let header = originals::HEADER_LEN as usize;
+    let cases: Vec<(&str, Option<Vec<u8>>)> = vec![
+        ("foreign", Some(foreign)),
+        ("truncated", Some(good[..good.len() - 4].to_vec())),
+        ("header only", Some(good[..header].to_vec())),
+        ("empty", Some(Vec::new())),
+        (
+            "damaged header",
+            Some({
+                let mut v = good.clone();
+                v[12] ^= 0x10;
+                v
+            }),
+        ),
+        (
+            "damaged first row",
+            Some({
+                let mut v = good.clone();
+                v[header + 2] ^= 0x40;
+                v
+            }),
+        ),
+        (
+            "damaged last row",
+            Some({
+                let mut v = good.clone();
+                let at = v.len() - 7;
+                v[at] ^= 0x40;
+                v
+            }),
+        ),
+        ("missing", None),
+    ];
+    for (label, bytes) in cases {
+        match bytes {
+            Some(b) => fs::write(&vectors, b).unwrap(),
+            None => fs::remove_file(&vectors).unwrap(),
+        }
+        assert!(
+            matches!(load(&path), Err(CoreError::IndexCorrupt(_))),
+            "{label}"
+        );
+    }
+    fs::write(&vectors, &good).unwrap();
+    assert!(load(&path).is_ok());
+}
+
+#[test]
+fn a_compacted_index_is_saved_whole_again() {
+    let (mut idx, data) = sample();
+    let path = temp("compact.hnsw");
+    full_save(&mut idx, &path, 1, "db");
+    let gone: Vec<String> = (0..700).step_by(2).map(|i| format!("id-{i}")).collect();
+    idx.remove(&gone);
+    assert!(idx.slots() < 700, "compaction ran");
+    full_save(&mut idx, &path, 2, "db");
+    let (back, generation, _) = load(&path).unwrap();
+    assert_eq!(generation, 2);
+    same_answers(&idx, &back, &data[..20]);
+}
+
+#[test]
+fn empty_index_round_trips_and_missing_file_is_an_io_error() {
+    let mut idx = VectorIndex::new(3, Metric::Cosine, 16, 200, 0).unwrap();
+    let path = temp("c.hnsw");
+    full_save(&mut idx, &path, 0, "db");
+    let (back, _, _) = load(&path).unwrap();
+    assert!(back.is_empty());
+    assert!(matches!(load(&temp("missing.hnsw")), Err(CoreError::Io(_))));
+}
