@@ -155,6 +155,12 @@ class VectorIndex:
         self, vector: Any, k: int, filter: dict[str, Any] | None = None, ef: int | None = None
     ) -> list[tuple[str, float]]:
         """The ``k`` closest ``(id, score)`` pairs passing ``filter``, closest first."""
+    def query(
+        self, vector: Any, k: int, filter: dict[str, Any] | None, ef: int | None, *,
+        texts: dict[str, str], result: type[Any]
+    ) -> tuple[list[Any], list[str]]:
+        """``search`` as ``result`` objects (``id``, ``score``, ``vector=None``, and the
+        metadata text ``texts`` holds for the id as ``_text``); also the ids ``texts`` lacks."""
     def search_batch(
         self, vectors: Any, k: int, filter: dict[str, Any] | None = None, ef: int | None = None
     ) -> list[list[tuple[str, float]]]:
