@@ -14,8 +14,10 @@ pub mod insert;
 pub mod persist;
 pub mod plan;
 pub mod postings;
+pub mod prefetch;
 pub mod records;
 pub mod search;
+pub mod walk;
 
 use std::collections::HashMap;
 
