@@ -15,6 +15,7 @@ pub mod persist;
 pub mod plan;
 pub mod postings;
 pub mod prefetch;
+pub mod ranges;
 pub mod records;
 pub mod search;
 pub mod walk;
