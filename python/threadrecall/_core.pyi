@@ -165,6 +165,9 @@ class VectorIndex:
         self, vectors: Any, k: int, filter: dict[str, Any] | None = None, ef: int | None = None
     ) -> list[list[tuple[str, float]]]:
         """``search`` for every row of a float32 ``(n, dim)`` array."""
+    def default_ef(self, k: int) -> int:
+        """The breadth an unfiltered search of ``k`` hits uses when none is given (measured
+        on the graph on first use)."""
     def get_vector(self, id: str) -> Any | None:
         """The stored float32 vector (unit length for cosine), or None."""
     def save(self, path: str | Any, generation: int, origin: str) -> int:

@@ -14,7 +14,7 @@ use crate::distance::Metric;
 use crate::error::CoreError;
 use crate::filter::Filter;
 use crate::vector::graph::Linked;
-use crate::vector::persist;
+use crate::vector::{persist, plan};
 use crate::vector::{Hit, VectorIndex};
 
 fn vector_filter(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Filter>> {
@@ -327,6 +327,13 @@ impl PyVectorIndex {
                 .collect::<crate::Result<Vec<_>>>()
         })?;
         Ok(found)
+    }
+
+    /// The breadth an unfiltered search of `k` hits uses when none is given: measured on the
+    /// graph on first use (see `breadth`).
+    fn default_ef(&self, py: Python<'_>, k: i64) -> PyResult<usize> {
+        let k = count("k", k)?.max(1);
+        Ok(self.read(py, |ix| ix.graph.default_ef(k, plan::EF_DEFAULT)))
     }
 
     /// The stored vector of `id` (unit length for cosine), or None.

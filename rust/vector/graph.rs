@@ -20,6 +20,7 @@ use std::sync::Mutex;
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
 use crate::vector::adjacency::Adjacency;
+use crate::vector::breadth::Breadths;
 use crate::vector::codes::Codes;
 /// Re-exported: searches outside the graph measure codes with it too.
 pub(crate) use crate::vector::codes::Query;
@@ -104,6 +105,8 @@ pub struct Graph {
     /// under a read lock can tell whether it still holds.
     pub(crate) epoch: u64,
     pub(crate) visited_pool: Mutex<Vec<Visited>>,
+    /// The default search breadths measured on this graph (see `breadth`).
+    pub(crate) breadths: Breadths,
 }
 
 impl Graph {
@@ -125,6 +128,7 @@ impl Graph {
             linking: Mutex::new(()),
             epoch: 0,
             visited_pool: Mutex::new(Vec::new()),
+            breadths: Breadths::default(),
         }
     }
 
@@ -278,6 +282,7 @@ impl Graph {
             linking: Mutex::new(()),
             epoch: 0,
             visited_pool: Mutex::new(Vec::new()),
+            breadths: Breadths::default(),
         };
         graph.advise_huge_pages();
         graph

@@ -8,6 +8,7 @@
 //! queued slots into the graph in small chunks. Every search stays exact for queued slots.
 
 pub mod adjacency;
+pub mod breadth;
 pub mod codes;
 pub mod graph;
 pub mod insert;

@@ -4,7 +4,7 @@
 
 use crate::filter::Filter;
 use crate::vector::graph::{Near, Query};
-use crate::vector::plan::{plan, Counts, Plan};
+use crate::vector::plan::{measured_base, plan, Counts, Plan, EF_DEFAULT};
 use crate::vector::postings::Candidates;
 use crate::vector::VectorIndex;
 
@@ -29,6 +29,12 @@ pub fn plan_for(
     filter: Option<&Filter>,
     ef: Option<usize>,
 ) -> (Plan, Option<Candidates>) {
+    let (counts, candidates) = counts(index, filter);
+    (plan(counts, k, ef), candidates)
+}
+
+/// What the planner reads, with the candidate slots the slot lists give (if any).
+fn counts(index: &VectorIndex, filter: Option<&Filter>) -> (Counts, Option<Candidates>) {
     let candidates = filter.and_then(|f| index.postings.candidates(f));
     let allowed = filter.map(|f| match &candidates {
         Some(c) if c.exact => c.count(index.len()),
@@ -41,7 +47,7 @@ pub fn plan_for(
         allowed,
         posted: candidates.is_some(),
     };
-    (plan(counts, k, ef), candidates)
+    (counts, candidates)
 }
 
 /// [`search`], also saying whether a graph search fell back to the exact scan.
@@ -55,7 +61,13 @@ fn search_traced(
     if k == 0 || index.is_empty() {
         return (Vec::new(), false);
     }
-    let (chosen, candidates) = plan_for(index, k, filter, ef);
+    let (counts, candidates) = counts(index, filter);
+    let mut chosen = plan(counts, k, ef);
+    if let (Plan::Graph { .. }, None) = (&chosen, ef) {
+        // No breadth given: start from the one measured on this graph.
+        let measured = index.graph.default_ef(k, EF_DEFAULT);
+        chosen = plan(counts, k, Some(measured_base(measured, counts)));
+    }
     match chosen {
         Plan::ExactPosted | Plan::ExactAll => (
             exact(index, query, k, allowed_from(index, filter, candidates)),

@@ -37,7 +37,7 @@ pub(crate) struct Visited {
 }
 
 impl Visited {
-    fn start(&mut self, n: usize) {
+    pub(crate) fn start(&mut self, n: usize) {
         if self.tags.len() < n {
             self.tags.resize(n, 0);
         }
@@ -50,7 +50,7 @@ impl Visited {
 
     /// True the first time `slot` is seen in this generation.
     #[inline]
-    fn first_visit(&mut self, slot: u32) -> bool {
+    pub(crate) fn first_visit(&mut self, slot: u32) -> bool {
         let tag = &mut self.tags[slot as usize];
         let fresh = *tag != self.generation;
         *tag = self.generation;
@@ -163,6 +163,20 @@ impl Graph {
         collect: F,
     ) -> Vec<Near> {
         visited.start(self.slots());
+        self.walk_layer(q, entry, ef, level, visited, collect)
+    }
+
+    /// [`Graph::search_layer`] on a visited list already started: slots marked in it are
+    /// neither traversed nor collected.
+    pub(crate) fn walk_layer<F: Fn(u32) -> bool>(
+        &self,
+        q: &Query,
+        entry: &[Near],
+        ef: usize,
+        level: usize,
+        visited: &mut Visited,
+        collect: F,
+    ) -> Vec<Near> {
         let mut candidates: BinaryHeap<Reverse<Near>> = BinaryHeap::with_capacity(ef * 2);
         let mut results: BinaryHeap<Near> = BinaryHeap::with_capacity(ef + 1);
         let mut fresh: Vec<u32> = Vec::with_capacity(self.links.m0());
