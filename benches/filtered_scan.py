@@ -14,12 +14,16 @@ wall times, recall@10 against the exact filtered answer. Prints a markdown table
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # numpy on one thread, as the core search
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from vector_data import SEED, mixture  # noqa: E402

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
-use pyo3::prelude::*;
 use pyo3::intern;
+use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyType};
 
 use super::convert::{input_from_py, inputs_from_json, one_metadata_form};
@@ -273,9 +273,7 @@ impl PyVectorIndex {
         let hits = self.read(py, |ix| {
             ix.search(q, k.min(ix.len().max(1)), filter.as_ref(), ef)
         })?;
-        let new = py
-            .get_type::<PyAny>()
-            .getattr(intern!(py, "__new__"))?;
+        let new = py.get_type::<PyAny>().getattr(intern!(py, "__new__"))?;
         let keys = [
             intern!(py, "id"),
             intern!(py, "score"),
@@ -286,7 +284,9 @@ impl PyVectorIndex {
         let mut missing = Vec::new();
         for hit in hits {
             let obj = new.call1((result,))?;
-            let state = obj.getattr(intern!(py, "__dict__"))?.cast_into::<PyDict>()?;
+            let state = obj
+                .getattr(intern!(py, "__dict__"))?
+                .cast_into::<PyDict>()?;
             let id = PyString::new(py, &hit.id);
             state.set_item(keys[0], &id)?;
             state.set_item(keys[1], hit.score as f64)?;

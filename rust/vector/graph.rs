@@ -25,8 +25,8 @@ use crate::vector::codes::Codes;
 /// Re-exported: searches outside the graph measure codes with it too.
 pub(crate) use crate::vector::codes::Query;
 pub use crate::vector::insert::{LinkPlan, Linked};
-pub(crate) use crate::vector::prefetch::{advise_huge_pages, prefetch_lines};
 use crate::vector::prefetch::prefetch;
+pub(crate) use crate::vector::prefetch::{advise_huge_pages, prefetch_lines};
 pub use crate::vector::walk::Near;
 pub(crate) use crate::vector::walk::Visited;
 
@@ -380,7 +380,6 @@ pub(crate) mod tests {
         q
     }
 
-
     #[test]
     fn same_seed_builds_the_same_graph() {
         let data = clustered(5, 500, 8, 10);
@@ -393,8 +392,6 @@ pub(crate) mod tests {
         );
         assert_eq!(a.entry(), b.entry());
     }
-
-
 
     #[test]
     fn a_plan_outdated_by_another_link_or_a_delete_writes_nothing_wrong() {

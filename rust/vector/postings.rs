@@ -350,7 +350,11 @@ impl Postings {
                 // A string bound: only strings compare with it, and none are sorted here.
                 return (sorted.others == 0).then(|| Candidates::exactly(Vec::new()));
             };
-            let edge = if inclusive { End::Included(at) } else { End::Excluded(at) };
+            let edge = if inclusive {
+                End::Included(at)
+            } else {
+                End::Excluded(at)
+            };
             let (lo, hi) = if side == Ordering::Greater {
                 (edge, End::Open)
             } else {
@@ -406,7 +410,12 @@ impl Postings {
                     .map(move |l| k.len() + 64 + l.slots.capacity() * 4)
             })
             .sum();
-        lists + self.ranges.values().map(Sorted::memory_bytes).sum::<usize>()
+        lists
+            + self
+                .ranges
+                .values()
+                .map(Sorted::memory_bytes)
+                .sum::<usize>()
     }
 }
 

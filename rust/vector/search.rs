@@ -680,7 +680,14 @@ mod tests {
         }
         if x % 13 != 0 {
             let u = (x * 37 % 2000) as i64;
-            entries.push(("u", if x % 7 == 0 { Input::Float(u as f64 / 4.0) } else { Input::Int(u) }));
+            entries.push((
+                "u",
+                if x % 7 == 0 {
+                    Input::Float(u as f64 / 4.0)
+                } else {
+                    Input::Int(u)
+                },
+            ));
         }
         map(entries)
     }
@@ -696,12 +703,20 @@ mod tests {
             let mut idx = VectorIndex::new(8, Metric::Cosine, 8, 40, 2).unwrap();
             let flat: Vec<f32> = data.iter().flatten().copied().collect();
             let names: Vec<String> = (0..WIDE).map(|i| format!("v{i}")).collect();
-            idx.add(names.clone(), &flat, (0..WIDE).map(|i| wide_meta(i, 0)).collect()).unwrap();
+            idx.add(
+                names.clone(),
+                &flat,
+                (0..WIDE).map(|i| wide_meta(i, 0)).collect(),
+            )
+            .unwrap();
             idx.link_pending(usize::MAX);
             let rewritten: Vec<usize> = (0..WIDE).step_by(4).collect();
             idx.add(
                 rewritten.iter().map(|&i| names[i].clone()).collect(),
-                &rewritten.iter().flat_map(|&i| data[i].clone()).collect::<Vec<f32>>(),
+                &rewritten
+                    .iter()
+                    .flat_map(|&i| data[i].clone())
+                    .collect::<Vec<f32>>(),
                 rewritten.iter().map(|&i| wide_meta(i, 1)).collect(),
             )
             .unwrap();

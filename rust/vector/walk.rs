@@ -122,7 +122,6 @@ impl Graph {
         }
     }
 
-
     /// Greedy walk with ef = 1 from `top` down to `stop + 1`; returns the entry set for `stop`.
     pub(crate) fn greedy_descent(
         &self,
