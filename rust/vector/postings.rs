@@ -234,6 +234,14 @@ impl Postings {
             Filter::And(children) => {
                 let mut exact = true;
                 let (mut kept, mut excluded) = (Vec::new(), Vec::new());
+                // Bounds on one sorted key make one interval: one lookup, not one per bound.
+                let (intervals, children) = self.intervals(children);
+                for (key, (lo, hi)) in intervals {
+                    let mut slots = Vec::new();
+                    self.ranges[key].between(lo, hi, &mut slots);
+                    slots.sort_unstable();
+                    kept.push(slots);
+                }
                 for c in children {
                     match self.candidates(c) {
                         Some(set) => {
@@ -301,6 +309,38 @@ impl Postings {
             Filter::All => Candidates::exactly(Vec::new()).negated(),
             Filter::Exists(..) => None,
         }
+    }
+
+    /// The numeric bounds among `children` on keys whose numbers are sorted, as one interval
+    /// per key, and the other children.
+    #[allow(clippy::type_complexity)] // a map of intervals, and what is left
+    fn intervals<'f>(
+        &self,
+        children: &'f [Filter],
+    ) -> (HashMap<&'f str, (End, End)>, Vec<&'f Filter>) {
+        let mut intervals: HashMap<&str, (End, End)> = HashMap::new();
+        let mut rest = Vec::new();
+        for c in children {
+            let bound = match c {
+                Filter::Gt(key, v) => Num::of(v.scalar()).map(|n| (key, End::Excluded(n), true)),
+                Filter::Gte(key, v) => Num::of(v.scalar()).map(|n| (key, End::Included(n), true)),
+                Filter::Lt(key, v) => Num::of(v.scalar()).map(|n| (key, End::Excluded(n), false)),
+                Filter::Lte(key, v) => Num::of(v.scalar()).map(|n| (key, End::Included(n), false)),
+                _ => None,
+            };
+            match bound {
+                Some((key, end, lower)) if self.ranges.contains_key(&**key) => {
+                    let (lo, hi) = intervals.entry(key).or_insert((End::Open, End::Open));
+                    if lower {
+                        *lo = tighter(*lo, end, Ordering::Greater);
+                    } else {
+                        *hi = tighter(*hi, end, Ordering::Less);
+                    }
+                }
+                _ => rest.push(c),
+            }
+        }
+        (intervals, rest)
     }
 
     fn union<'v>(
@@ -469,6 +509,23 @@ fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
         }
     }
     out
+}
+
+/// Of two ends of one side of an interval, the one that allows less: the larger lower end
+/// (`side` Greater) or the smaller upper end (Less); at equal values the excluding one.
+fn tighter(a: End, b: End, side: Ordering) -> End {
+    let value = |e: End| match e {
+        End::Open => None,
+        End::Included(n) | End::Excluded(n) => Some(n),
+    };
+    match (value(a), value(b)) {
+        (None, _) => b,
+        (_, None) => a,
+        (Some(x), Some(y)) if x.cmp(&y) == side => a,
+        (Some(x), Some(y)) if y.cmp(&x) == side => b,
+        _ if matches!(a, End::Excluded(_)) => a,
+        _ => b,
+    }
 }
 
 /// The slots in either ascending list.
