@@ -155,10 +155,19 @@ class VectorIndex:
         self, vector: Any, k: int, filter: dict[str, Any] | None = None, ef: int | None = None
     ) -> list[tuple[str, float]]:
         """The ``k`` closest ``(id, score)`` pairs passing ``filter``, closest first."""
+    def query(
+        self, vector: Any, k: int, filter: dict[str, Any] | None, ef: int | None, *,
+        texts: dict[str, str], result: type[Any]
+    ) -> tuple[list[Any], list[str]]:
+        """``search`` as ``result`` objects (``id``, ``score``, ``vector=None``, and the
+        metadata text ``texts`` holds for the id as ``_text``); also the ids ``texts`` lacks."""
     def search_batch(
         self, vectors: Any, k: int, filter: dict[str, Any] | None = None, ef: int | None = None
     ) -> list[list[tuple[str, float]]]:
         """``search`` for every row of a float32 ``(n, dim)`` array."""
+    def default_ef(self, k: int) -> int:
+        """The breadth an unfiltered search of ``k`` hits uses when none is given (measured
+        on the graph on first use)."""
     def get_vector(self, id: str) -> Any | None:
         """The stored float32 vector (unit length for cosine), read from its file, or None."""
     def save(self, path: str | Any, generation: int, origin: str) -> int:

@@ -301,13 +301,39 @@ class ThreadPage:
     has_more: bool
 
 
+class _StoredMetadata:
+    """The ``metadata`` field of a :class:`QueryResult`: a result built by a vector store may
+    hold its metadata as the stored JSON text (instance key ``_text``), decoded on first read,
+    so a search pays no decoding for metadata nobody reads."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            raise AttributeError(self.name)  # no default: the field is required
+        state = obj.__dict__
+        try:
+            return state[self.name]
+        except KeyError:
+            value = state[self.name] = json.loads(state.pop("_text"))
+            return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.name] = value
+
+
 @dataclass(frozen=True)
 class QueryResult:
-    """One vector-search hit; ``score`` is larger when closer (cosine similarity)."""
+    """One vector-search hit; ``score`` is larger when closer (cosine similarity).
+
+    >>> QueryResult("a", 0.5, {"k": 1})
+    QueryResult(id='a', score=0.5, metadata={'k': 1}, vector=None)
+    """
 
     id: str
     score: float
-    metadata: dict[str, Any]
+    metadata: dict[str, Any] = _StoredMetadata()  # type: ignore[assignment]
     vector: Any = None
 
 

@@ -5,14 +5,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyType};
 
 use super::convert::{input_from_py, inputs_from_json, one_metadata_form};
 use crate::distance::Metric;
 use crate::error::CoreError;
 use crate::filter::Filter;
 use crate::vector::graph::Linked;
-use crate::vector::persist;
+use crate::vector::{persist, plan};
 use crate::vector::{Hit, VectorIndex};
 
 fn vector_filter(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Filter>> {
@@ -241,6 +243,63 @@ impl PyVectorIndex {
         ))
     }
 
+    /// [`search`] as `result` objects, built without running Python: each gets `id`,
+    /// `score`, `vector=None` and, as `_text`, the metadata text `texts` holds for its id
+    /// (decoded when first read). `k` is clamped to the index's size. Returns the results
+    /// and the ids `texts` lacks (their results hold no `_text`).
+    #[pyo3(signature = (vector, k, filter, ef, *, texts, result))]
+    #[allow(clippy::too_many_arguments)] // the search's four, and how to build results
+    fn query<'py>(
+        &self,
+        py: Python<'py>,
+        vector: PyReadonlyArray1<'_, f32>,
+        k: i64,
+        filter: Option<&Bound<'_, PyAny>>,
+        ef: Option<i64>,
+        texts: &Bound<'py, PyDict>,
+        result: &Bound<'py, PyType>,
+    ) -> PyResult<(Bound<'py, PyList>, Vec<Bound<'py, PyString>>)> {
+        let k = count("k", k)?;
+        let ef = ef.map(|e| count("ef", e)).transpose()?;
+        let filter = vector_filter(filter)?;
+        let owned;
+        let q = match vector.as_slice() {
+            Ok(q) => q,
+            Err(_) => {
+                owned = vector.as_array().to_vec();
+                &owned[..]
+            }
+        };
+        let hits = self.read(py, |ix| {
+            ix.search(q, k.min(ix.len().max(1)), filter.as_ref(), ef)
+        })?;
+        let new = py.get_type::<PyAny>().getattr(intern!(py, "__new__"))?;
+        let keys = [
+            intern!(py, "id"),
+            intern!(py, "score"),
+            intern!(py, "vector"),
+            intern!(py, "_text"),
+        ];
+        let out = PyList::empty(py);
+        let mut missing = Vec::new();
+        for hit in hits {
+            let obj = new.call1((result,))?;
+            let state = obj
+                .getattr(intern!(py, "__dict__"))?
+                .cast_into::<PyDict>()?;
+            let id = PyString::new(py, &hit.id);
+            state.set_item(keys[0], &id)?;
+            state.set_item(keys[1], hit.score as f64)?;
+            state.set_item(keys[2], py.None())?;
+            match texts.get_item(&id)? {
+                Some(text) => state.set_item(keys[3], text)?,
+                None => missing.push(id),
+            }
+            out.append(obj)?;
+        }
+        Ok((out, missing))
+    }
+
     /// [`search`] for each row of a float32 `(n, dim)` array, with one filter.
     #[pyo3(signature = (vectors, k, filter=None, ef=None))]
     fn search_batch(
@@ -268,6 +327,13 @@ impl PyVectorIndex {
                 .collect::<crate::Result<Vec<_>>>()
         })?;
         Ok(found)
+    }
+
+    /// The breadth an unfiltered search of `k` hits uses when none is given: measured on the
+    /// graph on first use (see `breadth`).
+    fn default_ef(&self, py: Python<'_>, k: i64) -> PyResult<usize> {
+        let k = count("k", k)?.max(1);
+        Ok(self.read(py, |ix| ix.graph.default_ef(k, plan::EF_DEFAULT)))
     }
 
     /// The stored vector of `id` (unit length for cosine), or None.

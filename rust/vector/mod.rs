@@ -8,6 +8,7 @@
 //! queued slots into the graph in small chunks. Every search stays exact for queued slots.
 
 pub mod adjacency;
+pub mod breadth;
 pub mod codes;
 pub mod compaction;
 pub mod graph;
@@ -16,8 +17,11 @@ pub mod insert;
 pub mod persist;
 pub mod plan;
 pub mod postings;
+pub mod prefetch;
+pub mod ranges;
 pub mod records;
 pub mod search;
+pub mod walk;
 pub mod writes;
 
 use std::sync::Mutex;

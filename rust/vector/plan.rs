@@ -3,7 +3,8 @@
 
 /// At or under this many allowed vectors, an exact scan beats the graph (and is exact).
 pub const EXACT_MAX: usize = 4096;
-/// Search breadth without a filter, when the caller gives none.
+/// Search breadth without a filter, when the caller gives none and the graph is too small to
+/// measure one (see `breadth`).
 pub const EF_DEFAULT: usize = 40;
 /// Search breadth with a filter allowing `WIDE_SELECTIVITY` or more of the vectors, when the
 /// caller gives none. Below the unfiltered default because each extra unit of breadth costs
@@ -74,6 +75,20 @@ pub fn plan(counts: Counts, k: usize, ef: Option<usize>) -> Plan {
 pub(crate) fn scan_beats_graph(allowed: usize, live: usize, ef: usize) -> bool {
     let graph_reads = ef as f64 * live as f64 / allowed.max(1) as f64;
     allowed <= EXACT_MAX || allowed as f64 <= SCAN_ADVANTAGE * graph_reads
+}
+
+/// The base breadth of a search, from `measured`, the unfiltered breadth measured on the graph
+/// (see `breadth`). A filtered walk reads about `ef / selectivity` vectors to collect `ef`
+/// allowed ones, so a filter allowing most vectors needs about the unfiltered breadth, and a
+/// selective one less (never under `EF_FILTERED`): `measured x selectivity`.
+pub fn measured_base(measured: usize, counts: Counts) -> usize {
+    match counts.allowed {
+        None => measured,
+        Some(allowed) => {
+            let selectivity = allowed as f64 / counts.live.max(1) as f64;
+            ((measured as f64 * selectivity.min(1.0)) as usize).max(EF_FILTERED)
+        }
+    }
 }
 
 /// The breadth of a filtered graph search grows as the allowed fraction falls below

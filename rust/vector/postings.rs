@@ -1,13 +1,16 @@
 //! Per metadata key, value → the slots holding it, for every key of low enough cardinality:
 //! kept up to date on insert and delete, ordered by value so a range filter reads a run of
-//! lists. A filter over posted keys is answered from them without reading one record, and
-//! the planner counts what it allows instead of sampling.
+//! lists. A key with too many values keeps its numbers sorted instead (see `ranges`). A filter
+//! over such keys — any nesting of `$and $or $not`, equalities, `$in $nin $ne` and ranges —
+//! is answered from them without reading one record (a negation as the complement of what
+//! it excludes), and the planner counts what it allows instead of sampling.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Bound;
 
 use crate::filter::{Fields, Filter, Scalar, Value};
+use crate::vector::ranges::{End, Num, Ranges, Sorted};
 
 /// Keys posted whatever their cardinality (one value per thread or resource).
 pub const ALWAYS_POSTED: [&str; 2] = ["resource_id", "thread_id"];
@@ -100,12 +103,42 @@ struct SlotList {
     live: usize,
 }
 
-/// The slots a filter can allow, ascending (tombstones included), and whether they are
-/// exactly what it allows (no record need be read) or only a bound on it.
+/// The slots a filter can allow, ascending (tombstones included) — or, when `complement`,
+/// the slots it cannot allow — and whether that is exactly what it allows (no record need be
+/// read) or only a bound on it.
 #[derive(Debug)]
 pub struct Candidates {
     pub slots: Vec<u32>,
     pub exact: bool,
+    pub complement: bool,
+}
+
+impl Candidates {
+    fn exactly(slots: Vec<u32>) -> Candidates {
+        Candidates {
+            slots,
+            exact: true,
+            complement: false,
+        }
+    }
+
+    /// How many live slots pass at most, of `live` (tombstones in `slots` make it a little
+    /// low for a complement, a little high otherwise).
+    pub fn count(&self, live: usize) -> usize {
+        if self.complement {
+            live.saturating_sub(self.slots.len())
+        } else {
+            self.slots.len()
+        }
+    }
+
+    /// The slots the negated filter allows: only an exact set can be negated.
+    fn negated(self) -> Option<Candidates> {
+        self.exact.then_some(Candidates {
+            complement: !self.complement,
+            ..self
+        })
+    }
 }
 
 /// Per posted key, value → slots.
@@ -114,6 +147,8 @@ pub struct Postings {
     lists: HashMap<Box<str>, BTreeMap<Key, SlotList>>,
     /// Keys that grew past [`MAX_POSTED_VALUES`].
     dropped: HashSet<Box<str>>,
+    /// The numbers of the dropped keys, sorted.
+    ranges: Ranges,
 }
 
 impl Postings {
@@ -124,6 +159,11 @@ impl Postings {
                 continue;
             };
             if self.dropped.contains(key) {
+                let sorted = self.ranges.entry(key.into()).or_default();
+                match Num::of(value.scalar()) {
+                    Some(n) => sorted.add(n, slot),
+                    None => sorted.others += 1,
+                }
                 continue;
             }
             let map = match self.lists.get_mut(key) {
@@ -134,7 +174,14 @@ impl Postings {
             list.slots.push(slot);
             list.live += 1;
             if map.len() > MAX_POSTED_VALUES && !ALWAYS_POSTED.contains(&key) {
-                self.lists.remove(key);
+                let mut sorted = Sorted::default();
+                for (value, list) in self.lists.remove(key).into_iter().flatten() {
+                    match Num::of(value.scalar()) {
+                        Some(n) => list.slots.iter().for_each(|&s| sorted.add(n, s)),
+                        None => sorted.others += list.live,
+                    }
+                }
+                self.ranges.insert(key.into(), sorted);
                 self.dropped.insert(key.into());
             }
         }
@@ -147,6 +194,10 @@ impl Postings {
         is_deleted: impl Fn(u32) -> bool,
     ) {
         for (key, value) in entries {
+            if let (Some(sorted), Some(_)) = (self.ranges.get_mut(key), Num::of(value)) {
+                sorted.remove(&is_deleted);
+                continue;
+            }
             let (Some(map), Some(value)) = (self.lists.get_mut(key), Key::of(value)) else {
                 continue;
             };
@@ -166,49 +217,130 @@ impl Postings {
         self.lists.contains_key(key)
     }
 
-    /// The slots `filter` can allow, from the lists of the keys it names; `None` when they
-    /// bound nothing (an unposted key, or a `$ne`/`$nin`/`$not`/`$exists`, outside an `$and`
-    /// with something that does).
+    /// The slots `filter` can allow, from the lists and sorted numbers of the keys it names;
+    /// `None` when they bound nothing (a string or `$exists` on a key of too many values, or
+    /// the negation of a bound that is not exact).
     pub fn candidates(&self, filter: &Filter) -> Option<Candidates> {
         match filter {
             Filter::Eq(key, v) => self.union(key, [v]),
             Filter::In(key, vs) => self.union(key, vs.iter()),
+            Filter::Ne(key, v) => self.union(key, [v])?.negated(),
+            Filter::Nin(key, vs) => self.union(key, vs.iter())?.negated(),
+            Filter::Not(child) => self.candidates(child)?.negated(),
             Filter::Gt(key, v) => self.range(key, v, Ordering::Greater, false),
             Filter::Gte(key, v) => self.range(key, v, Ordering::Greater, true),
             Filter::Lt(key, v) => self.range(key, v, Ordering::Less, false),
             Filter::Lte(key, v) => self.range(key, v, Ordering::Less, true),
             Filter::And(children) => {
-                let mut bounded: Vec<Candidates> = Vec::new();
                 let mut exact = true;
+                let (mut kept, mut excluded) = (Vec::new(), Vec::new());
+                // Bounds on one sorted key make one interval: one lookup, not one per bound.
+                let (intervals, children) = self.intervals(children);
+                for (key, (lo, hi)) in intervals {
+                    let mut slots = Vec::new();
+                    self.ranges[key].between(lo, hi, &mut slots);
+                    slots.sort_unstable();
+                    kept.push(slots);
+                }
                 for c in children {
                     match self.candidates(c) {
                         Some(set) => {
                             exact &= set.exact;
-                            bounded.push(set);
+                            if set.complement {
+                                excluded.push(set.slots);
+                            } else {
+                                kept.push(set.slots);
+                            }
                         }
                         None => exact = false,
                     }
                 }
-                bounded.sort_by_key(|c| c.slots.len());
-                let mut sets = bounded.into_iter();
-                let first = sets.next()?;
-                let slots = sets.fold(first.slots, |acc, s| intersect(&acc, &s.slots));
-                Some(Candidates { slots, exact })
+                let excluded = excluded.into_iter().reduce(|a, b| union(&a, &b));
+                kept.sort_by_key(Vec::len);
+                let Some(kept) = kept.into_iter().reduce(|a, b| intersect(&a, &b)) else {
+                    // Only negations: what passes is outside all they exclude.
+                    let slots = excluded?;
+                    return Some(Candidates {
+                        slots,
+                        exact,
+                        complement: true,
+                    });
+                };
+                let slots = match excluded {
+                    Some(out) => difference(&kept, &out),
+                    None => kept,
+                };
+                Some(Candidates {
+                    slots,
+                    exact,
+                    complement: false,
+                })
             }
             Filter::Or(children) => {
-                let mut slots = Vec::new();
                 let mut exact = true;
+                let (mut kept, mut excluded) = (Vec::new(), Vec::new());
                 for c in children {
                     let set = self.candidates(c)?;
                     exact &= set.exact;
-                    slots.extend(set.slots);
+                    if set.complement {
+                        excluded.push(set.slots);
+                    } else {
+                        kept.push(set.slots);
+                    }
                 }
-                slots.sort_unstable();
-                slots.dedup();
-                Some(Candidates { slots, exact })
+                let kept = kept.into_iter().reduce(|a, b| union(&a, &b));
+                excluded.sort_by_key(Vec::len);
+                let excluded = excluded.into_iter().reduce(|a, b| intersect(&a, &b));
+                Some(match (kept, excluded) {
+                    (Some(slots), None) => Candidates {
+                        slots,
+                        exact,
+                        complement: false,
+                    },
+                    // Outside what every negation excludes, or in a kept set.
+                    (kept, Some(out)) => Candidates {
+                        slots: kept.map_or(out.clone(), |k| difference(&out, &k)),
+                        exact,
+                        complement: true,
+                    },
+                    (None, None) => return None,
+                })
             }
-            _ => None,
+            Filter::All => Candidates::exactly(Vec::new()).negated(),
+            Filter::Exists(..) => None,
         }
+    }
+
+    /// The numeric bounds among `children` on keys whose numbers are sorted, as one interval
+    /// per key, and the other children.
+    #[allow(clippy::type_complexity)] // a map of intervals, and what is left
+    fn intervals<'f>(
+        &self,
+        children: &'f [Filter],
+    ) -> (HashMap<&'f str, (End, End)>, Vec<&'f Filter>) {
+        let mut intervals: HashMap<&str, (End, End)> = HashMap::new();
+        let mut rest = Vec::new();
+        for c in children {
+            let bound = match c {
+                Filter::Gt(key, v) => Num::of(v.scalar()).map(|n| (key, End::Excluded(n), true)),
+                Filter::Gte(key, v) => Num::of(v.scalar()).map(|n| (key, End::Included(n), true)),
+                Filter::Lt(key, v) => Num::of(v.scalar()).map(|n| (key, End::Excluded(n), false)),
+                Filter::Lte(key, v) => Num::of(v.scalar()).map(|n| (key, End::Included(n), false)),
+                _ => None,
+            };
+            match bound {
+                Some((key, end, lower)) if self.ranges.contains_key(&**key) => {
+                    let (lo, hi) = intervals.entry(key).or_insert((End::Open, End::Open));
+                    if lower {
+                        *lo = tighter(*lo, end, Ordering::Greater);
+                    } else {
+                        *hi = tighter(*hi, end, Ordering::Less);
+                    }
+                }
+                _ => rest.push(c),
+            }
+        }
+        (intervals, rest)
     }
 
     fn union<'v>(
@@ -216,7 +348,23 @@ impl Postings {
         key: &str,
         values: impl IntoIterator<Item = &'v Value>,
     ) -> Option<Candidates> {
-        let map = self.lists.get(key)?;
+        let Some(map) = self.lists.get(key) else {
+            let Some(sorted) = self.ranges.get(key) else {
+                // Never stored (or only as values equal to nothing): nothing passes.
+                return (!self.dropped.contains(key)).then(|| Candidates::exactly(Vec::new()));
+            };
+            let mut slots = Vec::new();
+            for v in values {
+                match Num::of(v.scalar()) {
+                    Some(n) => sorted.between(End::Included(n), End::Included(n), &mut slots),
+                    None if sorted.others == 0 => {} // only numbers are stored: none equal it
+                    None => return None,
+                }
+            }
+            slots.sort_unstable();
+            slots.dedup();
+            return Some(Candidates::exactly(slots));
+        };
         let mut keys: Vec<Key> = values
             .into_iter()
             .filter_map(|v| Key::of(v.scalar()))
@@ -228,16 +376,35 @@ impl Postings {
             .filter_map(|k| map.get(k))
             .map(|l| l.slots.as_slice())
             .collect();
-        Some(Candidates {
-            slots: merge(lists),
-            exact: true,
-        })
+        Some(Candidates::exactly(merge(lists)))
     }
 
     /// The slots of every value of `key` on the `side` of `v` (numbers against numbers,
     /// strings against strings, as the filter compares them).
     fn range(&self, key: &str, v: &Value, side: Ordering, inclusive: bool) -> Option<Candidates> {
-        let map = self.lists.get(key)?;
+        let Some(map) = self.lists.get(key) else {
+            let Some(sorted) = self.ranges.get(key) else {
+                return (!self.dropped.contains(key)).then(|| Candidates::exactly(Vec::new()));
+            };
+            let Some(at) = Num::of(v.scalar()) else {
+                // A string bound: only strings compare with it, and none are sorted here.
+                return (sorted.others == 0).then(|| Candidates::exactly(Vec::new()));
+            };
+            let edge = if inclusive {
+                End::Included(at)
+            } else {
+                End::Excluded(at)
+            };
+            let (lo, hi) = if side == Ordering::Greater {
+                (edge, End::Open)
+            } else {
+                (End::Open, edge)
+            };
+            let mut slots = Vec::new();
+            sorted.between(lo, hi, &mut slots);
+            slots.sort_unstable();
+            return Some(Candidates::exactly(slots));
+        };
         let at = Key::of(v.scalar())?;
         let (lo, hi) = match at {
             Key::Str(_) => (Key::Str("".into()), None),
@@ -246,12 +413,7 @@ impl Postings {
                 Some(Key::Float(f64::INFINITY)),
             ),
             // Orderings hold only numbers and strings: nothing else passes.
-            _ => {
-                return Some(Candidates {
-                    slots: Vec::new(),
-                    exact: true,
-                })
-            }
+            _ => return Some(Candidates::exactly(Vec::new())),
         };
         let edge = |k: Key| {
             if inclusive {
@@ -276,20 +438,24 @@ impl Postings {
         } else {
             map.range(bounds).map(|(_, l)| l.slots.as_slice()).collect()
         };
-        Some(Candidates {
-            slots: merge(lists),
-            exact: true,
-        })
+        Some(Candidates::exactly(merge(lists)))
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.lists
+        let lists: usize = self
+            .lists
             .iter()
             .flat_map(|(k, m)| {
                 m.values()
                     .map(move |l| k.len() + 64 + l.slots.capacity() * 4)
             })
-            .sum()
+            .sum();
+        lists
+            + self
+                .ranges
+                .values()
+                .map(Sorted::memory_bytes)
+                .sum::<usize>()
     }
 }
 
@@ -343,6 +509,62 @@ fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
         }
     }
     out
+}
+
+/// Of two ends of one side of an interval, the one that allows less: the larger lower end
+/// (`side` Greater) or the smaller upper end (Less); at equal values the excluding one.
+fn tighter(a: End, b: End, side: Ordering) -> End {
+    let value = |e: End| match e {
+        End::Open => None,
+        End::Included(n) | End::Excluded(n) => Some(n),
+    };
+    match (value(a), value(b)) {
+        (None, _) => b,
+        (_, None) => a,
+        (Some(x), Some(y)) if x.cmp(&y) == side => a,
+        (Some(x), Some(y)) if y.cmp(&x) == side => b,
+        _ if matches!(a, End::Excluded(_)) => a,
+        _ => b,
+    }
+}
+
+/// The slots in either ascending list.
+fn union(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::with_capacity(a.len() + b.len()));
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            Ordering::Less => {
+                out.push(a[i]);
+                i += 1;
+            }
+            Ordering::Greater => {
+                out.push(b[j]);
+                j += 1;
+            }
+            Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
+/// The slots of ascending `a` not in ascending `b`.
+fn difference(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut j = 0;
+    a.iter()
+        .copied()
+        .filter(|&s| {
+            while j < b.len() && b[j] < s {
+                j += 1;
+            }
+            j >= b.len() || b[j] != s
+        })
+        .collect()
 }
 
 /// The order vectors of one batch are stored in: by resource, then thread.

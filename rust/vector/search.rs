@@ -4,7 +4,7 @@
 
 use crate::filter::Filter;
 use crate::vector::graph::{Near, Query};
-use crate::vector::plan::{plan, Counts, Plan};
+use crate::vector::plan::{measured_base, plan, Counts, Plan, EF_DEFAULT};
 use crate::vector::postings::Candidates;
 use crate::vector::VectorIndex;
 
@@ -29,19 +29,25 @@ pub fn plan_for(
     filter: Option<&Filter>,
     ef: Option<usize>,
 ) -> (Plan, Option<Candidates>) {
+    let (counts, candidates) = counts(index, filter);
+    (plan(counts, k, ef), candidates)
+}
+
+/// What the planner reads, with the candidate slots the slot lists give (if any).
+fn counts(index: &VectorIndex, filter: Option<&Filter>) -> (Counts, Option<Candidates>) {
     let candidates = filter.and_then(|f| index.postings.candidates(f));
     let allowed = filter.map(|f| match &candidates {
-        Some(c) if c.exact => c.slots.len(),
+        Some(c) if c.exact => c.count(index.len()),
         // A bound: the records inside it are sampled.
-        Some(c) => estimate(index, f, &c.slots),
-        None => estimate_all(index, f),
+        Some(c) if !c.complement => estimate(index, f, &c.slots),
+        _ => estimate_all(index, f),
     });
     let counts = Counts {
         live: index.len(),
         allowed,
         posted: candidates.is_some(),
     };
-    (plan(counts, k, ef), candidates)
+    (counts, candidates)
 }
 
 /// [`search`], also saying whether a graph search fell back to the exact scan.
@@ -55,7 +61,13 @@ fn search_traced(
     if k == 0 || index.is_empty() {
         return (Vec::new(), false);
     }
-    let (chosen, candidates) = plan_for(index, k, filter, ef);
+    let (counts, candidates) = counts(index, filter);
+    let mut chosen = plan(counts, k, ef);
+    if let (Plan::Graph { .. }, None) = (&chosen, ef) {
+        // No breadth given: start from the one measured on this graph.
+        let measured = index.graph.default_ef(k, EF_DEFAULT);
+        chosen = plan(counts, k, Some(measured_base(measured, counts)));
+    }
     match chosen {
         Plan::ExactPosted | Plan::ExactAll => (
             exact(index, query, k, allowed_from(index, filter, candidates)),
@@ -153,7 +165,7 @@ impl<'f> Gate<'f> {
         };
         match candidates {
             Some(c) => {
-                let bits = SlotBits::from_slots(&c.slots, index.graph.slots());
+                let bits = SlotBits::from_slots(&c.slots, index.graph.slots(), c.complement);
                 if c.exact {
                     Gate::Bits(bits)
                 } else {
@@ -195,6 +207,7 @@ fn allowed_from(
         Some(Candidates {
             mut slots,
             exact: true,
+            complement: false,
         }) => {
             slots.retain(|&s| !g.is_deleted(s));
             slots
@@ -202,9 +215,20 @@ fn allowed_from(
         Some(Candidates {
             mut slots,
             exact: false,
+            complement: false,
         }) => {
             slots.retain(|&s| passes(s));
             slots
+        }
+        Some(Candidates {
+            slots,
+            exact,
+            complement: true,
+        }) => {
+            let outside = SlotBits::from_slots(&slots, g.slots(), true);
+            (0..g.slots() as u32)
+                .filter(|&s| outside.has(s) && if exact { !g.is_deleted(s) } else { passes(s) })
+                .collect()
         }
         None => (0..g.slots() as u32).filter(|&s| passes(s)).collect(),
     }
@@ -233,14 +257,16 @@ pub fn exact(index: &VectorIndex, query: &[f32], k: usize, slots: Vec<u32>) -> V
 /// How many slots ahead the exact scan prefetches.
 const PREFETCH_AHEAD: usize = 6;
 
-/// One bit per slot.
+/// One bit per slot: set for the slots given, or (`outside`) for every other slot.
 struct SlotBits(Vec<u64>);
 
 impl SlotBits {
-    fn from_slots(slots: &[u32], len: usize) -> SlotBits {
-        let mut words = vec![0u64; len.div_ceil(64)];
+    fn from_slots(slots: &[u32], len: usize, outside: bool) -> SlotBits {
+        let fill = if outside { u64::MAX } else { 0 };
+        let mut words = vec![fill; len.div_ceil(64)];
         for &s in slots {
-            words[s as usize / 64] |= 1 << (s % 64);
+            let (word, bit) = (&mut words[s as usize / 64], 1 << (s % 64));
+            *word = if outside { *word & !bit } else { *word | bit };
         }
         SlotBits(words)
     }
@@ -278,7 +304,8 @@ mod tests {
     }
 
     /// `n` vectors; thread t0 holds every 500th, resource r{i%4}, `bucket` = i % 100 (posted),
-    /// `n` = i (too many values to be posted).
+    /// `n` = i (too many values to be posted: sorted), `name` = `x{i:05}` (strings of too many
+    /// values: neither posted nor sorted).
     fn index(n: usize) -> (VectorIndex, Vec<Vec<f32>>) {
         // seed 21 for data, graph seed 3
         let data = clustered(21, n, 24, 40);
@@ -297,6 +324,7 @@ mod tests {
                     ("resource_id", s(&format!("r{}", i % 4))),
                     ("bucket", Input::Int((i % 100) as i64)),
                     ("n", Input::Int(i as i64)),
+                    ("name", s(&format!("x{i:05}"))),
                 ])
             })
             .collect();
@@ -391,16 +419,32 @@ mod tests {
     }
 
     #[test]
-    fn rare_unposted_filter_takes_the_exact_scan() {
+    fn a_rare_range_on_a_key_of_many_values_is_scanned_from_its_sorted_numbers() {
         let (idx, _) = index(6000);
         assert!(!idx.postings.is_posted("n"));
         let f = filter(map(vec![("n", map(vec![("$lt", Input::Int(120))]))]));
-        assert_eq!(plan_for(&idx, 10, Some(&f), None).0, Plan::ExactAll);
+        let (chosen, c) = plan_for(&idx, 10, Some(&f), None);
+        assert_eq!(chosen, Plan::ExactPosted);
+        assert_eq!(c.unwrap().slots.len(), 120);
         let common = filter(map(vec![("n", map(vec![("$lt", Input::Int(5400))]))]));
         assert!(matches!(
             plan_for(&idx, 10, Some(&common), None).0,
             Plan::Graph { .. }
         ));
+        // Everything but one value: counted as the complement of one list.
+        let most = filter(map(vec![("n", map(vec![("$ne", Input::Int(7))]))]));
+        let (chosen, c) = plan_for(&idx, 10, Some(&most), None);
+        assert!(matches!(chosen, Plan::Graph { .. }));
+        let c = c.unwrap();
+        assert!(c.exact && c.complement && c.count(idx.len()) == 5999);
+    }
+
+    #[test]
+    fn a_rare_unbounded_filter_takes_the_exact_scan() {
+        let (idx, _) = index(6000);
+        let f = filter(map(vec![("name", map(vec![("$lt", s("x00120"))]))]));
+        assert!(idx.postings.candidates(&f).is_none());
+        assert_eq!(plan_for(&idx, 10, Some(&f), None).0, Plan::ExactAll);
     }
 
     #[test]
@@ -425,6 +469,13 @@ mod tests {
         ]));
         let (chosen, c) = plan_for(&idx, 10, Some(&mixed), None);
         assert_eq!(chosen, Plan::ExactPosted);
+        assert!(c.unwrap().exact); // the sorted numbers of `n` bound it too
+        let unsorted = filter(map(vec![
+            ("bucket", map(vec![("$lt", Input::Int(3))])),
+            ("name", map(vec![("$lt", s("x10000"))])),
+        ]));
+        let (chosen, c) = plan_for(&idx, 10, Some(&unsorted), None);
+        assert_eq!(chosen, Plan::ExactPosted);
         assert!(!c.unwrap().exact);
     }
 
@@ -439,7 +490,7 @@ mod tests {
         // Half the vectors pass, far too many for the exact scan, so the graph is chosen; but
         // k asks for more than pass, the graph comes back short, and the exact scan answers.
         let (idx, data) = index(12000);
-        let f = filter(map(vec![("n", map(vec![("$lt", Input::Int(6000))]))]));
+        let f = filter(map(vec![("name", map(vec![("$lt", s("x06000"))]))]));
         assert!(matches!(
             plan_for(&idx, 7000, Some(&f), None).0,
             Plan::Graph { .. }
@@ -609,6 +660,133 @@ mod tests {
                 for id in ids(&walked, &idx) {
                     prop_assert!(want.contains(&id), "{} does not pass {:?}", id, f);
                 }
+            }
+        }
+    }
+
+    // ---- the same against keys of too many values to post (their numbers sorted) ----
+
+    /// Record `i` of the wide index: `t` mixes ints, floats, strings, nulls and gaps; `u` holds
+    /// only numbers (or nothing); `i` is posted.
+    fn wide_meta(i: usize, round: usize) -> Input {
+        let x = i + round * 5000;
+        let mut entries = vec![("i", Input::Int((x % 12) as i64))];
+        match x % 10 {
+            0 => {}
+            1 => entries.push(("t", Input::Null)),
+            2 => entries.push(("t", s(&format!("s{}", x % 5)))),
+            3 => entries.push(("t", Input::Float(x as f64 + 0.5))),
+            _ => entries.push(("t", Input::Int(x as i64))),
+        }
+        if x % 13 != 0 {
+            let u = (x * 37 % 2000) as i64;
+            entries.push((
+                "u",
+                if x % 7 == 0 {
+                    Input::Float(u as f64 / 4.0)
+                } else {
+                    Input::Int(u)
+                },
+            ));
+        }
+        map(entries)
+    }
+
+    const WIDE: usize = 1600;
+
+    /// Built once: 1,600 vectors, 400 rewritten with new metadata, every 9th removed.
+    fn wide_index() -> &'static (VectorIndex, Vec<String>) {
+        static INDEX: std::sync::OnceLock<(VectorIndex, Vec<String>)> = std::sync::OnceLock::new();
+        INDEX.get_or_init(|| {
+            // seed 41 for data
+            let data = clustered(41, WIDE, 8, 6);
+            let mut idx = VectorIndex::new(8, Metric::Cosine, 8, 40, 2).unwrap();
+            let flat: Vec<f32> = data.iter().flatten().copied().collect();
+            let names: Vec<String> = (0..WIDE).map(|i| format!("v{i}")).collect();
+            idx.add(
+                names.clone(),
+                &flat,
+                (0..WIDE).map(|i| wide_meta(i, 0)).collect(),
+            )
+            .unwrap();
+            idx.link_pending(usize::MAX);
+            let rewritten: Vec<usize> = (0..WIDE).step_by(4).collect();
+            idx.add(
+                rewritten.iter().map(|&i| names[i].clone()).collect(),
+                &rewritten
+                    .iter()
+                    .flat_map(|&i| data[i].clone())
+                    .collect::<Vec<f32>>(),
+                rewritten.iter().map(|&i| wide_meta(i, 1)).collect(),
+            )
+            .unwrap();
+            let removed: Vec<String> = (0..WIDE).step_by(9).map(|i| names[i].clone()).collect();
+            idx.remove(&removed);
+            (idx, names)
+        })
+    }
+
+    fn arb_wide_leaf() -> impl Strategy<Value = Input> {
+        let value = prop_oneof![
+            (0i64..WIDE as i64 + 5200).prop_map(Input::Int),
+            (0i64..2100).prop_map(|x| Input::Float(x as f64 * 0.25 + 0.5)),
+            (0u8..6).prop_map(|x| Input::Str(format!("s{x}"))),
+            Just(Input::Null),
+        ];
+        let key = prop_oneof![Just("t"), Just("u"), Just("i")];
+        let op = prop_oneof![
+            Just("$eq"),
+            Just("$ne"),
+            Just("$gt"),
+            Just("$gte"),
+            Just("$lt"),
+            Just("$lte"),
+            Just("$in"),
+            Just("$nin"),
+        ];
+        (key, op, value.clone(), value).prop_map(|(key, op, a, b)| {
+            let operand = match op {
+                "$in" | "$nin" => Input::List(vec![a, b]),
+                "$gt" | "$gte" | "$lt" | "$lte" if matches!(a, Input::Null) => Input::Int(700),
+                _ => a,
+            };
+            map(vec![(key, map(vec![(op, operand)]))])
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+        #[test]
+        fn sorted_numbers_answer_filters_as_evaluating_every_record(
+            input in arb_wide_leaf().prop_recursive(3, 10, 3, |inner| prop_oneof![
+                prop::collection::vec(inner.clone(), 1..4)
+                    .prop_map(|fs| map(vec![("$and", Input::List(fs))])),
+                prop::collection::vec(inner.clone(), 1..4)
+                    .prop_map(|fs| map(vec![("$or", Input::List(fs))])),
+                inner.prop_map(|f| map(vec![("$not", f)])),
+            ])
+        ) {
+            let (idx, names) = wide_index();
+            prop_assert!(!idx.postings.is_posted("t") && !idx.postings.is_posted("u"));
+            let f = filter(input);
+            let current = |i: usize| Record::from_input(wide_meta(i, usize::from(i.is_multiple_of(4))));
+            let mut want: Vec<String> = (0..WIDE)
+                .filter(|&i| i % 9 != 0 && f.matches(&current(i)))
+                .map(|i| names[i].clone())
+                .collect();
+            want.sort();
+            let mut got = idx.ids_where(&f);
+            got.sort();
+            prop_assert_eq!(&got, &want, "{:?}", f);
+            // seed 41 data; the query is vector 5
+            let mut q = clustered(41, 6, 8, 6)[5].clone();
+            Metric::Cosine.prepare(&mut q);
+            let truth = exact(idx, &q, 10, allowed_slots(idx, Some(&f)));
+            prop_assert_eq!(ids(&search(idx, &q, 10, Some(&f), None), idx), ids(&truth, idx));
+            let (_, candidates) = plan_for(idx, 10, Some(&f), None);
+            let walked = graph_search(idx, &q, 10, 64, Some(&f), candidates.as_ref());
+            for id in ids(&walked, idx) {
+                prop_assert!(want.contains(&id), "{} does not pass {:?}", id, f);
             }
         }
     }

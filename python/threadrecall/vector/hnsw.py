@@ -544,39 +544,52 @@ class HnswVectorStore(AsyncTwins):
         >>> hit.id, hit.vector.tolist()
         ('b', [0.0, 1.0])
         """
+        if include_vector:
+            return self._query_with_vectors(name, vector, top_k, filter)
+        loaded = self._loaded.get(name)  # a loaded index of this name: the name is valid
+        if loaded is None or self.rows.shared:
+            loaded = self._current(name)
+        if type(top_k) is not int or top_k < 1:
+            if not _is_int(top_k) or top_k < 1:
+                raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
+            top_k = int(top_k)
+        if filter is not None:
+            check_texts(filter, "the filter")
+        if type(vector) is not np.ndarray or vector.dtype != np.float32 or vector.ndim != 1:
+            vector = _as_matrix(vector, loaded.index.dim, single=True)[0]
+        # One crossing: the core searches and builds the results, each holding its cached
+        # metadata text, decoded only when read.
+        flt = None if filter == {} else filter
+        results, missing = loaded.index.query(vector, top_k, flt, self.ef_search,
+                                              texts=loaded.metadata, result=QueryResult)
+        if missing:
+            fetched = {r[0]: r[1] for r in self.rows.fetch(name, missing)}
+            if not self.rows.in_transaction:  # only committed texts are remembered
+                with self._lock:
+                    loaded.remember(list(fetched), list(fetched.values()))
+            kept = []
+            for result in results:
+                state = result.__dict__
+                if "_text" not in state:
+                    text = fetched.get(result.id)
+                    if text is None:
+                        continue  # deleted since
+                    state["_text"] = text
+                kept.append(result)
+            results = kept
+        return results
+
+    def _query_with_vectors(self, name: str, vector: Any, top_k: int,
+                            filter: dict[str, Any] | None) -> list[QueryResult]:
+        """``query(include_vector=True)``: the hits' texts and vectors read from the database."""
         hits = self.search_ids(name, vector, top_k=top_k, filter=filter)
         if not hits:
             return []
-        loaded = self._loaded[name]
-        vectors: dict[str, Any] = {}
-        if include_vector:
-            rows = self.rows.fetch(name, [h[0] for h in hits], vectors=True)
-            vectors = {r[0]: r[2] for r in rows}
-            texts = {r[0]: r[1] for r in rows}
-            found = [(i, score, texts.get(i)) for i, score in hits]
-        else:
-            found = [(i, score, loaded.metadata.get(i)) for i, score in hits]
-            missing = [i for i, _, text in found if text is None]
-            if missing:
-                rows = self.rows.fetch(name, missing)
-                fetched = {r[0]: r[1] for r in rows}
-                found = [(i, score, fetched.get(i) if text is None else text) for i, score, text in found]
-                if not self.rows.in_transaction:  # only committed texts are remembered
-                    with self._lock:
-                        loaded.remember(list(fetched), list(fetched.values()))
-        found = [hit for hit in found if hit[2] is not None]  # the others were deleted since
-        # One decode for every hit's metadata, and results built without the frozen
-        # dataclass's per-field checks: both cost more than the search itself otherwise.
-        metadata = json.loads("[" + ",".join([text for _, _, text in found]) + "]")
-        results = []
-        new = object.__new__
-        for (hit_id, score, _), meta in zip(found, metadata):
-            vec = vectors.get(hit_id)
-            result = new(QueryResult)
-            result.__dict__.update(id=hit_id, score=float(score), metadata=meta, vector=None if vec is None
-                                   else np.frombuffer(bytes(vec), dtype="<f4").astype(np.float32))
-            results.append(result)
-        return results
+        rows = self.rows.fetch(name, [h[0] for h in hits], vectors=True)
+        found = {r[0]: r for r in rows}
+        return [QueryResult(id=i, score=float(score), metadata=json.loads(found[i][1]),
+                            vector=np.frombuffer(bytes(found[i][2]), dtype="<f4").astype(np.float32))
+                for i, score in hits if i in found]  # the others were deleted since
 
     def search_ids(self, name: str, vector: Any, *, top_k: int = 10,
                    filter: dict[str, Any] | None = None) -> list[tuple[str, float]]:

@@ -1,0 +1,197 @@
+//! Per metadata key of too many values to post (a timestamp, an integer id), its numeric
+//! values sorted with their slots: an equality, `$in` or range on numbers is a binary search,
+//! not a read of every record.
+//!
+//! New entries go to an unsorted tail, merged into the sorted run once it passes a share of
+//! it, so inserts stay amortised O(log n) and a lookup reads one binary search plus the tail.
+//! Deleted slots stay until they pass half the entries (readers skip them by the tombstones).
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use crate::filter::Scalar;
+
+/// The tail is merged once it holds this many entries and a 32nd of the sorted run.
+const TAIL_MIN: usize = 4096;
+const TAIL_SHARE: usize = 32;
+
+/// A stored number, ordered exactly (integers against floats without rounding); an integral
+/// float is kept as the integer it equals.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+impl Num {
+    /// The number a stored or filter value holds; `None` for NaN and every non-number.
+    pub(crate) fn of(value: Scalar<'_>) -> Option<Num> {
+        const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+        match value {
+            Scalar::Int(i) => Some(Num::Int(i)),
+            Scalar::Float(f) if f.is_nan() => None,
+            Scalar::Float(f) if f.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&f) => {
+                Some(Num::Int(f as i64))
+            }
+            Scalar::Float(f) => Some(Num::Float(f)),
+            _ => None,
+        }
+    }
+
+    fn scalar(self) -> Scalar<'static> {
+        match self {
+            Num::Int(i) => Scalar::Int(i),
+            Num::Float(f) => Scalar::Float(f),
+        }
+    }
+}
+
+impl Ord for Num {
+    fn cmp(&self, other: &Num) -> Ordering {
+        match (self, other) {
+            (Num::Int(a), Num::Int(b)) => a.cmp(b),
+            _ => self
+                .scalar()
+                .order(other.scalar())
+                .unwrap_or(Ordering::Equal),
+        }
+    }
+}
+
+impl PartialOrd for Num {
+    fn partial_cmp(&self, other: &Num) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Num {
+    fn eq(&self, other: &Num) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Num {}
+
+/// One end of a range of numbers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum End {
+    Open,
+    Included(Num),
+    Excluded(Num),
+}
+
+/// The numbers of one key with their slots.
+#[derive(Debug, Default)]
+pub(crate) struct Sorted {
+    sorted: Vec<(Num, u32)>,
+    tail: Vec<(Num, u32)>,
+    /// Entries whose slot was deleted since.
+    dead: usize,
+    /// Values of this key that are not numbers (so not here); never decremented.
+    pub(crate) others: usize,
+}
+
+impl Sorted {
+    pub(crate) fn add(&mut self, value: Num, slot: u32) {
+        self.tail.push((value, slot));
+        if self.tail.len() >= TAIL_MIN.max(self.sorted.len() / TAIL_SHARE) {
+            self.settle(|_| false);
+        }
+    }
+
+    /// Notes that one entry's slot was deleted; past half the entries they are dropped.
+    pub(crate) fn remove(&mut self, is_deleted: impl Fn(u32) -> bool) {
+        self.dead += 1;
+        if self.dead * 2 > self.sorted.len() + self.tail.len() {
+            self.settle(is_deleted);
+            self.dead = 0;
+        }
+    }
+
+    /// Merges the tail into the sorted run, dropping the entries `drop` names.
+    fn settle(&mut self, drop: impl Fn(u32) -> bool) {
+        let mut tail = std::mem::take(&mut self.tail);
+        tail.retain(|&(_, s)| !drop(s));
+        tail.sort_unstable();
+        let old = std::mem::take(&mut self.sorted);
+        let mut merged = Vec::with_capacity(old.len() + tail.len());
+        let (mut a, mut b) = (old.into_iter().peekable(), tail.into_iter().peekable());
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if x <= y => a.next(),
+                (Some(_), Some(_)) | (None, Some(_)) => b.next(),
+                (Some(_), None) => a.next(),
+                (None, None) => break,
+            };
+            if let Some(e) = next.filter(|&(_, s)| !drop(s)) {
+                merged.push(e);
+            }
+        }
+        self.sorted = merged;
+    }
+
+    /// The slots of every number between `lo` and `hi`, unordered.
+    pub(crate) fn between(&self, lo: End, hi: End, out: &mut Vec<u32>) {
+        let above = |v: &Num| match lo {
+            End::Open => true,
+            End::Included(x) => *v >= x,
+            End::Excluded(x) => *v > x,
+        };
+        let below = |v: &Num| match hi {
+            End::Open => true,
+            End::Included(x) => *v <= x,
+            End::Excluded(x) => *v < x,
+        };
+        let from = self.sorted.partition_point(|(v, _)| !above(v));
+        let to = from + self.sorted[from..].partition_point(|(v, _)| below(v));
+        out.extend(self.sorted[from..to].iter().map(|&(_, s)| s));
+        out.extend(
+            self.tail
+                .iter()
+                .filter(|(v, _)| above(v) && below(v))
+                .map(|&(_, s)| s),
+        );
+    }
+
+    pub(crate) fn memory_bytes(&self) -> usize {
+        (self.sorted.capacity() + self.tail.capacity()) * std::mem::size_of::<(Num, u32)>()
+    }
+}
+
+/// Per key, its sorted numbers.
+pub(crate) type Ranges = HashMap<Box<str>, Sorted>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_read_the_sorted_run_and_the_tail() {
+        let mut s = Sorted::default();
+        // More than TAIL_MIN entries: some merged, the rest in the tail.
+        for i in 0..(TAIL_MIN as u32 + 500) {
+            s.add(Num::Int(((i * 7919) % 10_000) as i64), i);
+        }
+        assert!(!s.tail.is_empty() && !s.sorted.is_empty());
+        let mut got = Vec::new();
+        s.between(
+            End::Included(Num::Int(100)),
+            End::Excluded(Num::Float(200.5)),
+            &mut got,
+        );
+        got.sort_unstable();
+        let want: Vec<u32> = (0..(TAIL_MIN as u32 + 500))
+            .filter(|i| (100..=200).contains(&((i * 7919) % 10_000)))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn numbers_order_exactly_past_two_to_the_53() {
+        let big = (1i64 << 53) + 1;
+        assert!(Num::Int(big) > Num::Float((1i64 << 53) as f64));
+        assert_eq!(Num::of(Scalar::Float(3.0)), Some(Num::Int(3)));
+        assert_eq!(Num::of(Scalar::Float(f64::NAN)), None);
+        assert_eq!(Num::of(Scalar::Str("3")), None);
+    }
+}
