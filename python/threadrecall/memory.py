@@ -89,7 +89,8 @@ def async_twin(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S
 
     @functools.wraps(method)
     async def twin(self: Any, *args: P.args, **kwargs: P.kwargs) -> R:
-        if self._awaits(kwargs):
+        awaits = getattr(self, "_awaits", None)  # a processor has none: it runs in a thread
+        if awaits is not None and awaits(kwargs):
             return await self.storage.run_async(method, self, *args, **kwargs)
         if _IN_TRANSACTION.get():
             return method(self, *args, **kwargs)
