@@ -286,7 +286,7 @@ def test_a_save_that_ends_after_its_index_is_deleted_leaves_no_file(tmp_path):
 
 def test_a_failed_save_is_logged_and_linking_goes_on(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr("threadrecall.vector.hnsw.SAVE_AFTER_CHANGES", 500)
-    monkeypatch.setattr("threadrecall.vector.hnsw.LINK_IDLE_WAIT", 0.05)  # retry soon
+    monkeypatch.setattr("threadrecall.vector.linker.LINK_IDLE_WAIT", 0.05)  # retry soon
     data = unit(14, 2000)  # seed 14
     store = HnswVectorStore(tmp_path / "m.duckdb")
     store.create_index("docs", DIM)
@@ -300,7 +300,7 @@ def test_a_failed_save_is_logged_and_linking_goes_on(tmp_path, monkeypatch, capl
         save(name, loaded)
 
     monkeypatch.setattr(store, "_save", failing_once)
-    with caplog.at_level("WARNING", logger="threadrecall.vector.hnsw"):
+    with caplog.at_level("WARNING", logger="threadrecall.vector.linker"):
         fill(store, data[:1000])
         assert wait_for(lambda: failures and loaded.index.pending == 0)
         assert len(store.upsert("docs", data[1000:], ids=[f"v{i}" for i in range(1000, 2000)])) == 1000

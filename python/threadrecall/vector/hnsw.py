@@ -38,11 +38,8 @@ waiting. ``link()`` links everything now; the index file saves the waiting queue
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import logging
-import os
-import sys
 import threading
 import uuid
 import weakref
@@ -67,6 +64,8 @@ from .arguments import as_matrix as _as_matrix
 from .arguments import check_name as _check_name
 from .arguments import is_int as _is_int
 from .base import AsyncTwins
+from .linker import Linker, default_threads, weakly
+from .loaded import Loaded
 from .rows import Delta, Rows
 from .rows_duckdb import MIGRATIONS, DuckDBRows
 
@@ -83,126 +82,10 @@ SAVE_AFTER_CHANGES = 20_000
 SAVE_AFTER_FRACTION = 0.25
 # Rebuilds of at least this many vectors show a progress bar.
 PROGRESS_FROM = 20_000
-# Metadata texts kept in memory per index, so a query needs no database read.
-METADATA_CACHE = 100_000
-# Vectors the background linker links per hold of an index's write lock.
-LINK_CHUNK = 64
-# Seconds an idle linker sleeps before looking again (a write wakes it sooner).
-LINK_IDLE_WAIT = 5.0
-# The linker thread's niceness: it links with CPU time nothing else wants.
-LINKER_NICE = 19
 # A backlog of at least this many waiting vectors is linked at once, on every core, by the
 # call that brought it (a bulk upsert, a catch-up, a rebuild): no search scans it for long.
 # Fewer are left to the background linker.
 BULK_LINK_FROM = 1_000
-# The environment variable naming how many threads link a bulk backlog.
-THREADS_ENV = "THREADRECALL_THREADS"
-
-
-def _default_threads() -> int:
-    """Threads for bulk linking: ``THREADRECALL_THREADS``, else the cores this process may use."""
-    value = os.environ.get(THREADS_ENV)
-    if value is not None:
-        try:
-            threads = int(value)
-        except ValueError:
-            threads = 0
-        if threads < 1:
-            raise ConfigurationError(f"{THREADS_ENV} must be a positive integer, got {value!r}")
-        return threads
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def _weakly(method: Callable[[], None]) -> Callable[[], None]:
-    """``method``, called only while its object lives (so a thread holding it keeps no store
-    alive)."""
-    ref = weakref.WeakMethod(method)
-
-    def call() -> None:
-        bound = ref()
-        if bound is not None:
-            bound()
-
-    return call
-
-
-class _Loaded:
-    """One index held in memory: the graph, the generation it reflects, the last save, and
-    the committed metadata texts of recently written or returned ids."""
-
-    def __init__(self, index: _core.VectorIndex, generation: int, saved: int | None,
-                 origin: str | None = None) -> None:
-        self.index = index
-        self.generation = generation
-        self.origin = origin  # which creation of the index (shared databases)
-        self.saved = saved
-        self.saved_pending = index.pending  # vectors waiting to be linked, as the file has them
-        self.changes = 0
-        self.metadata: dict[str, str] = {}
-        self.saving = threading.Lock()  # one save at a time: each appends to what the last wrote
-
-    @property
-    def stale(self) -> bool:
-        """Whether the file lags behind: new database changes, or linking done since the save."""
-        return self.saved != self.generation or self.saved_pending != self.index.pending
-
-    def remember(self, ids: Sequence[str], texts: Sequence[str]) -> None:
-        self.metadata.update(zip(ids, texts))
-        for stale in list(itertools.islice(self.metadata, max(0, len(self.metadata) - METADATA_CACHE))):
-            del self.metadata[stale]
-
-
-class _Linker:
-    """A daemon thread linking waiting vectors into the graphs of loaded indexes, one chunk
-    at a time, round-robin; started by the first wake-up, asleep while there is no work.
-    Whenever a round finds nothing to link it calls ``on_idle`` (the store saves lagging
-    index files then, off the writers' path)."""
-
-    def __init__(self, loaded: dict[str, _Loaded], on_idle: Callable[[], None]) -> None:
-        self._loaded = loaded  # the store's own dict, read as a snapshot each round
-        self._on_idle = on_idle
-        self._wake = threading.Event()
-        self._guard = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._stopped = False
-
-    def wake(self) -> None:
-        """Start the thread if needed and tell it there may be work."""
-        with self._guard:
-            if self._stopped:
-                return
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="threadrecall-linker", daemon=True)
-                self._thread.start()
-        self._wake.set()
-
-    def stop(self) -> None:
-        """Stop the thread after its current chunk; no later wake-up restarts it."""
-        with self._guard:
-            self._stopped = True
-            thread = self._thread
-        self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-
-    def _run(self) -> None:
-        _lower_priority()
-        while not self._stopped:
-            self._wake.clear()
-            linked = 0
-            for loaded in list(self._loaded.values()):
-                if self._stopped:
-                    return
-                linked += loaded.index.link_pending(LINK_CHUNK)
-            if not linked:
-                try:
-                    self._on_idle()
-                except Exception as exc:  # e.g. a full disk: retried when next idle, linking goes on
-                    log.warning("saving an index file failed: %s", exc)
-                self._wake.wait(LINK_IDLE_WAIT)
 
 
 # The open store of each database, by id(Database) (a store holds its database, so the id stays
@@ -318,15 +201,15 @@ class HnswVectorStore(AsyncTwins):
                     raise InvalidArgumentError(f"{label} must be a positive integer, got {value!r}")
             if threads is not None and (not _is_int(threads) or threads < 1):
                 raise InvalidArgumentError(f"threads must be a positive integer or None, got {threads!r}")
-            self.threads = _default_threads() if threads is None else threads
+            self.threads = default_threads() if threads is None else threads
             if ef_search is not None and (not _is_int(ef_search) or ef_search < 1):
                 raise InvalidArgumentError(
                     f"ef_search must be a positive integer or None, got {ef_search!r}")
             self.m, self.ef_construction, self.ef_search = m, ef_construction, ef_search
             self._lock = threading.RLock()
-            self._loaded: dict[str, _Loaded] = {}
+            self._loaded: dict[str, Loaded] = {}
             self._uncommitted: dict[str, set[str]] = {}  # ids upserted by the open transaction
-            self._linker = _Linker(self._loaded, _weakly(self._save_due)) if background_linking else None
+            self._linker = Linker(self._loaded, weakly(self._save_due)) if background_linking else None
             if self._linker is not None:
                 weakref.finalize(self, self._linker.stop)
             self.rows = _rows_for(self._db)
@@ -553,6 +436,7 @@ class HnswVectorStore(AsyncTwins):
             if not _is_int(top_k) or top_k < 1:
                 raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
             top_k = int(top_k)
+        top_k = min(top_k, max(len(loaded.index), 1))  # no more hits than vectors, however large
         if filter is not None:
             check_texts(filter, "the filter")
         if type(vector) is not np.ndarray or vector.dtype != np.float32 or vector.ndim != 1:
@@ -743,7 +627,7 @@ class HnswVectorStore(AsyncTwins):
             raise IndexNotFoundError(f"index {name} does not exist")
         return row
 
-    def _current(self, name: str) -> _Loaded:
+    def _current(self, name: str) -> Loaded:
         """The in-memory index of ``name``, current with every write committed before this
         call (over a shared database: caught up with one query, rebuilt when it was deleted
         and created again)."""
@@ -755,7 +639,7 @@ class HnswVectorStore(AsyncTwins):
             loaded = self._refresh(name, loaded)
         return loaded
 
-    def _refresh(self, name: str, loaded: _Loaded) -> _Loaded:
+    def _refresh(self, name: str, loaded: Loaded) -> Loaded:
         """Bring ``loaded`` up to the committed state: the changes since its generation,
         applied unless another thread moved it meanwhile (then asked again from there)."""
         while True:
@@ -803,7 +687,7 @@ class HnswVectorStore(AsyncTwins):
                 loaded.metadata.pop(i, None)
             self._advance(name, loaded, generation, len(ids))
 
-    def _link_backlog(self, loaded: _Loaded) -> None:
+    def _link_backlog(self, loaded: Loaded) -> None:
         """Link a large backlog now, on ``threads`` threads (searches go on beside it); a
         small one is left to the background linker. Without background linking everything
         waits for ``link()``."""
@@ -814,7 +698,7 @@ class HnswVectorStore(AsyncTwins):
         if self._linker is not None:
             self._linker.wake()
 
-    def _advance(self, name: str, loaded: _Loaded, generation: int, changes: int) -> None:
+    def _advance(self, name: str, loaded: Loaded, generation: int, changes: int) -> None:
         loaded.generation = generation
         loaded.changes += changes
         if self._linker is None and self._is_due(loaded):  # no background thread to save when idle
@@ -825,18 +709,18 @@ class HnswVectorStore(AsyncTwins):
         holding no lock, so writes go on while a file is written)."""
         self._save_where(self._is_due)
 
-    def _save_where(self, wanted: Callable[[_Loaded], bool]) -> None:
+    def _save_where(self, wanted: Callable[[Loaded], bool]) -> None:
         """Save the loaded indexes ``wanted`` picks (chosen under the lock, saved outside it)."""
         with self._lock:
             chosen = [(name, loaded) for name, loaded in self._loaded.items() if wanted(loaded)]
         for name, loaded in chosen:
             self._save(name, loaded)
 
-    def _is_due(self, loaded: _Loaded) -> bool:
+    def _is_due(self, loaded: Loaded) -> bool:
         due = max(SAVE_AFTER_CHANGES, int(len(loaded.index) * SAVE_AFTER_FRACTION))
         return loaded.changes >= due and not self.rows.in_memory
 
-    def _save(self, name: str, loaded: _Loaded) -> None:
+    def _save(self, name: str, loaded: Loaded) -> None:
         """Save the index files of ``name`` (appending what changed since the last save).
         The store's lock is held only to read and then record the state saved: never while
         the files are written."""
@@ -868,7 +752,7 @@ class HnswVectorStore(AsyncTwins):
             if path is not None:
                 _unlink_files(path)
 
-    def _load(self, name: str) -> _Loaded:
+    def _load(self, name: str) -> Loaded:
         """The in-memory index of ``name``: from its file if current, caught up, or rebuilt."""
         loaded = self._loaded.get(name)
         if loaded is not None:
@@ -884,7 +768,7 @@ class HnswVectorStore(AsyncTwins):
         self._wake_linker()  # a loaded file or a rebuild may bring vectors to link
         return loaded
 
-    def _open(self, name: str) -> _Loaded:
+    def _open(self, name: str) -> Loaded:
         dimension, metric, generation = self._info(name)
         path = self.index_path(name)
         if path is not None and path.is_dir():
@@ -903,22 +787,22 @@ class HnswVectorStore(AsyncTwins):
                 and index.metric == metric
                 and file_generation <= generation
             ):
-                loaded = _Loaded(index, file_generation, file_generation)
+                loaded = Loaded(index, file_generation, file_generation)
                 if file_generation < generation:
                     self._catch_up(name, loaded)
                 return loaded
-        loaded = _Loaded(self._new_index(dimension, metric), 0, None)
+        loaded = Loaded(self._new_index(dimension, metric), 0, None)
         self._catch_up(name, loaded)
         return loaded
 
     def _new_index(self, dimension: int, metric: str) -> _core.VectorIndex:
         return _core.VectorIndex(dimension, metric, m=self.m, ef_construction=self.ef_construction)
 
-    def _catch_up(self, name: str, loaded: _Loaded) -> None:
+    def _catch_up(self, name: str, loaded: Loaded) -> None:
         """Replay what was written after the index's generation (everything, for a new one)."""
         self._apply(name, loaded, self.rows.changes(name, loaded.generation, loaded.index.dim, loaded.origin))
 
-    def _apply(self, name: str, loaded: _Loaded, delta: Delta) -> None:
+    def _apply(self, name: str, loaded: Loaded, delta: Delta) -> None:
         """Deletions first, then rows: an id deleted and written again ends up present."""
         if delta.removed:
             loaded.index.remove(delta.removed)
@@ -956,13 +840,3 @@ def _add_stored(index: _core.VectorIndex, ids: list[str], vectors: np.ndarray, t
         index.add(ids, vectors, metadata_json=texts)
     except InvalidArgumentError:
         index.add(ids, vectors, [json.loads(t) for t in texts])
-
-
-def _lower_priority() -> None:
-    """Give the calling thread the lowest CPU priority where the platform allows it per thread
-    (Linux), so linking takes only time that writes and searches leave idle."""
-    if sys.platform.startswith("linux"):
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LINKER_NICE)
-        except OSError:  # not permitted: run at normal priority
-            pass
