@@ -571,6 +571,17 @@ mod tests {
             any::<bool>().prop_map(Input::Bool),
         ];
         let key = prop_oneof![Just("i"), Just("f"), Just("s"), Just("b")];
+        leaf(key, value, |a| matches!(a, Input::Bool(_)), 3)
+    }
+
+    /// `{key: {op: operand}}` for every comparison operator: `$in`/`$nin` take both values,
+    /// a range whose value `unordered` rejects compares with `fallback` instead.
+    fn leaf(
+        key: impl Strategy<Value = &'static str>,
+        value: impl Strategy<Value = Input> + Clone,
+        unordered: fn(&Input) -> bool,
+        fallback: i64,
+    ) -> impl Strategy<Value = Input> {
         let op = prop_oneof![
             Just("$eq"),
             Just("$ne"),
@@ -581,10 +592,10 @@ mod tests {
             Just("$in"),
             Just("$nin"),
         ];
-        (key, op, value.clone(), value).prop_map(|(key, op, a, b)| {
+        (key, op, value.clone(), value).prop_map(move |(key, op, a, b)| {
             let operand = match op {
                 "$in" | "$nin" => Input::List(vec![a, b]),
-                "$gt" | "$gte" | "$lt" | "$lte" if matches!(a, Input::Bool(_)) => Input::Int(3),
+                "$gt" | "$gte" | "$lt" | "$lte" if unordered(&a) => Input::Int(fallback),
                 _ => a,
             };
             map(vec![(key, map(vec![(op, operand)]))])
@@ -734,24 +745,7 @@ mod tests {
             Just(Input::Null),
         ];
         let key = prop_oneof![Just("t"), Just("u"), Just("i")];
-        let op = prop_oneof![
-            Just("$eq"),
-            Just("$ne"),
-            Just("$gt"),
-            Just("$gte"),
-            Just("$lt"),
-            Just("$lte"),
-            Just("$in"),
-            Just("$nin"),
-        ];
-        (key, op, value.clone(), value).prop_map(|(key, op, a, b)| {
-            let operand = match op {
-                "$in" | "$nin" => Input::List(vec![a, b]),
-                "$gt" | "$gte" | "$lt" | "$lte" if matches!(a, Input::Null) => Input::Int(700),
-                _ => a,
-            };
-            map(vec![(key, map(vec![(op, operand)]))])
-        })
+        leaf(key, value, |a| matches!(a, Input::Null), 700)
     }
 
     proptest! {
