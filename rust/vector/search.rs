@@ -689,7 +689,7 @@ mod tests {
             3 => entries.push(("t", Input::Float(x as f64 + 0.5))),
             _ => entries.push(("t", Input::Int(x as i64))),
         }
-        if x % 13 != 0 {
+        if !x.is_multiple_of(13) {
             let u = (x * 37 % 2000) as i64;
             entries.push((
                 "u",
