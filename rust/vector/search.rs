@@ -693,7 +693,7 @@ mod tests {
             let u = (x * 37 % 2000) as i64;
             entries.push((
                 "u",
-                if x % 7 == 0 {
+                if x.is_multiple_of(7) {
                     Input::Float(u as f64 / 4.0)
                 } else {
                     Input::Int(u)
