@@ -161,7 +161,19 @@ def owned_window(storage: Storage, thread_id: str, includes: Sequence[tuple[str,
                  resource_id: str | None) -> tuple[str | None, list[MessageRow]]:
     """The resource of thread ``thread_id`` (``None`` when there is no such thread) and
     ``storage.window(includes, resource_id)``: one statement where the storage has
-    ``owned_window`` (PostgreSQL), else a thread lookup and the window."""
+    ``owned_window`` (PostgreSQL), else a thread lookup and the window.
+
+    >>> from threadrecall import Memory
+    >>> from threadrecall.storage import DuckDBStorage
+    >>> storage = DuckDBStorage()
+    >>> _ = Memory(storage=storage).save_messages([{"id": f"m{i}", "thread_id": "t1", "resource_id": "u",
+    ...     "role": "user", "content": f"message {i}"} for i in range(4)])
+    >>> owner, rows = owned_window(storage, "t1", [("m2", 1, 0)], None)
+    >>> owner, [r[0] for r in rows]
+    ('u', ['m1', 'm2'])
+    >>> owned_window(storage, "nope", [], None)
+    (None, [])
+    """
     fused = getattr(storage, "owned_window", None)
     if fused is not None:
         return fused(thread_id, includes, resource_id)
