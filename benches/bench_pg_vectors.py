@@ -339,6 +339,7 @@ def report() -> None:
                   + (" The HNSW stores built with "
                      f"m 16, ef_construction {run['ef_construction']} (pgvector's: m 16, ef_construction 64)."
                      if STORES[1] in run.get("stores", ()) else "")
+                  + (f" Code measured: {run['code']}." if "code" in run else "")
                   + (" The PostgreSQL cache was rebuilt while pgvector's index was still being built, both "
                      "on the same cores." if run.get("opened_beside_load") and STORES[1] in run["stores"] else ""),
                   "",
@@ -374,6 +375,8 @@ def main() -> None:
     parser.add_argument("--measure", type=Path, metavar="FOLDER", help="measure the stores a --load-only run kept")
     parser.add_argument("--stores", default=",".join(STORES),
                         help="comma-separated: which stores to load (the PostgreSQL ones always) or measure")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the stores a --measure run measured (to measure them again)")
     parser.add_argument("--ef-construction", type=int, default=None,
                         help="ef_construction of the HNSW stores (default: HnswVectorStore's own)")
     parser.add_argument("--serve", action="store_true",
@@ -418,7 +421,8 @@ def main() -> None:
         folder = Path(tempfile.mkdtemp(prefix="bench_pg_vectors_"))
     chosen = [s for s in state.get("stores", list(STORES)) if s in args.stores.split(",")]
     # The stores outlive a run that measures only some of them (another measures the rest).
-    keep = args.load_only or (args.measure and set(chosen) < set(state.get("stores", STORES)))
+    started_at = f"{os.getloadavg()[0]:.1f}"  # a --measure run's own load, not its load's
+    keep = args.load_only or args.keep or (args.measure and set(chosen) < set(state.get("stores", STORES)))
     try:
         if not args.measure:
             state["load_before"] = f"{os.getloadavg()[0]:.1f}"
@@ -451,7 +455,8 @@ def main() -> None:
                 with psycopg.connect(dsn, autocommit=True) as conn:
                     conn.execute(f'DROP SCHEMA IF EXISTS "{state["schema"]}" CASCADE')
     result.update(load_s=state["load_s"], date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                  load_before=state["load_before"], load_after=f"{os.getloadavg()[0]:.1f}")
+                  load_before=started_at if args.measure else state["load_before"],
+                  load_after=f"{os.getloadavg()[0]:.1f}")
     part = "" if set(result["stores"]) >= set(state["stores"]) else "_" + "_".join(
         s.split(" + ")[-1].lower().replace(" ", "_") for s in result["stores"])  # some of the stores
     (RESULTS / f"pg_vectors_{state['size']}{part}.json").write_text(json.dumps(result, indent=1) + "\n")

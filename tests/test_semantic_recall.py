@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 
 from threadrecall import Memory
 from threadrecall.embedders import HashEmbedder
-from threadrecall.errors import ConfigurationError, DimensionMismatchError
+from threadrecall.errors import (
+    ConfigurationError,
+    DimensionMismatchError,
+    ResourceMismatchError,
+    ThreadNotFoundError,
+)
 from threadrecall.semantic import chunk_text, index_name_for
 
 from conftest import T0, texts
@@ -105,6 +110,29 @@ def test_resource_scope_spans_threads_chronologically(semantic, options):
     assert len(result.messages) == 4
     assert [m.created_at for m in result.messages] == sorted(m.created_at for m in result.messages)
     assert {m.resource_id for m in result.messages} == {"r1"}
+
+
+@pytest.mark.parametrize("scope", ["thread", "resource"])
+def test_a_search_checks_the_threads_owner(semantic, scope):
+    memory = semantic(scope=scope, top_k=3, message_range=1)
+    save(memory, "t1", WEATHER[:4])
+    save(memory, "t3", WEATHER[:4], resource_id="r2", prefix="v")
+    assert len(memory.recall("t1", resource_id="r1", vector_search_string="Paris weather").messages) == 4
+    with pytest.raises(ResourceMismatchError,
+                       match="Thread with id t1 is for resource with id r1 but resource r2 was queried"):
+        memory.recall("t1", resource_id="r2", vector_search_string="Paris weather")
+    with pytest.raises(ResourceMismatchError, match="Thread with id t3 is for resource with id r2"):
+        memory.recall("t3", resource_id="r1", vector_search_string="a query matching nothing at all")
+
+
+def test_a_search_of_a_missing_thread(semantic):
+    memory = semantic(scope="thread")
+    save(memory, "t1", WEATHER[:2])
+    with pytest.raises(ThreadNotFoundError, match="No thread found with id nope"):
+        memory.recall("nope", resource_id="r1", vector_search_string="Paris weather")
+    resource_wide = memory.recall("nope", resource_id="r1", vector_search_string="Paris weather",
+                                  thread_config={"semantic_recall": {"scope": "resource"}})
+    assert [m.thread_id for m in resource_wide.messages] == ["t1", "t1"]
 
 
 def test_resource_scope_needs_a_resource_id(semantic):

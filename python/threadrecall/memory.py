@@ -607,9 +607,9 @@ class Memory:
         history_off = config.last_messages is False or config.last_messages == 0
         if history_off and per_page is None and not search and not includes:
             return RecallResult([], 0, page, 0, False)
-        if resource_id:
-            self._check_owner(thread_id, resource_id,
-                              resource_scope=semantic is not None and semantic.scope == "resource")
+        resource_scope = semantic is not None and semantic.scope == "resource"
+        if resource_id and not search:  # with a search: checked as the hits are read back
+            self._check_owner(thread_id, resource_id, resource_scope=resource_scope)
         scores: dict[str, float] = {}
         if search:
             scores = self._semantic_scores(vector_search_string, semantic, thread_id, resource_id)
@@ -621,7 +621,9 @@ class Memory:
             date_range=date_range, metadata=metadata, order_by=order_by,
             after_id=after_id, before_id=before_id,
         )
-        result = read_history(self.storage, query, includes)
+        check = (functools.partial(_owner_is, thread_id, resource_id, resource_scope)
+                 if resource_id and search else None)
+        result = read_history(self.storage, query, includes, check)
         if not scores:
             return result
         shown = {m.id for m in result.messages}
@@ -780,15 +782,7 @@ class Memory:
 
     def _check_owner(self, thread_id: str, resource_id: str, *, resource_scope: bool) -> None:
         thread = self.storage.get_thread(thread_id)
-        if thread is None:
-            if not resource_scope:
-                raise ThreadNotFoundError(f"No thread found with id {thread_id}")
-            return
-        if thread.resource_id != resource_id:
-            raise ResourceMismatchError(
-                f"Thread with id {thread_id} is for resource with id {thread.resource_id} "
-                f"but resource {resource_id} was queried."
-            )
+        _owner_is(thread_id, resource_id, resource_scope, None if thread is None else thread.resource_id)
 
     def _ensure_threads(self, messages: Sequence[Message]) -> dict[str, Thread]:
         """The thread of every message, created when missing and the message names a resource."""
@@ -808,6 +802,20 @@ class Memory:
     aupdate_working_memory = async_twin(update_working_memory)
     amerge_working_memory = async_twin(merge_working_memory)
     aget_working_memory_template = async_twin(get_working_memory_template)
+
+
+def _owner_is(thread_id: str, resource_id: str, resource_scope: bool, owner: str | None) -> None:
+    """Refuse a recall of ``resource_id`` from a thread of another resource (``owner``; ``None``:
+    no such thread, refused unless the recall searches the whole resource)."""
+    if owner is None:
+        if not resource_scope:
+            raise ThreadNotFoundError(f"No thread found with id {thread_id}")
+        return
+    if owner != resource_id:
+        raise ResourceMismatchError(
+            f"Thread with id {thread_id} is for resource with id {owner} "
+            f"but resource {resource_id} was queried."
+        )
 
 
 def _split_filter(filter: Any) -> tuple[Mapping[str, Any] | None, dict[str, Any] | None]:

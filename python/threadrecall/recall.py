@@ -10,7 +10,7 @@ includes exempt from filters and not counted, the result de-duplicated and chron
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -21,7 +21,7 @@ from .storage.base import Storage
 from .storage.rows import MessageRow, messages_of, to_micros
 from .types import Message, RecallResult, check_text, parse_time
 
-__all__ = ["Include", "HistoryQuery", "read_history", "check_thread_id", "parse_includes"]
+__all__ = ["Include", "HistoryQuery", "read_history", "check_thread_id", "owned_window", "parse_includes"]
 
 
 @dataclass(frozen=True)
@@ -111,13 +111,24 @@ def date_bounds(date_range: Mapping[str, Any] | None) -> dict[str, Any]:
     return bounds
 
 
-def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include]) -> RecallResult:
-    """One page of a thread plus its includes, with ``total`` and ``has_more``."""
+def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include],
+                 check_owner: Callable[[str | None], None] | None = None) -> RecallResult:
+    """One page of a thread plus its includes, with ``total`` and ``has_more``.
+
+    ``check_owner``, when given, is called with the resource of the thread (``None`` when there
+    is no such thread) before anything is read but the includes, which come with it in one
+    read where the storage can (its ``owned_window``).
+    """
     resource = q.resource_id or None  # an empty resource id leaves the page unscoped
     bounds = date_bounds(q.date_range)
     filtered = bool(bounds) or bool(q.metadata)
     descending = _descending(q.order_by, q.per_page)
-    window = storage.window([(i.id, i.before, i.after) for i in includes], resource) if includes else []
+    wanted = [(i.id, i.before, i.after) for i in includes]
+    if check_owner is not None:
+        owner, window = owned_window(storage, q.thread_id, wanted, resource)
+        check_owner(owner)
+    else:
+        window = storage.window(wanted, resource) if includes else []
 
     if q.per_page is not False and q.per_page == 0:
         return _result(window, [], 0, q.page, 0, False)
@@ -144,6 +155,31 @@ def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include])
                 extra = [r for r in extra if r[0] in passing]
             has_more = len(rows) + len(extra) < total
     return _result(window, rows, total, q.page, q.per_page, has_more)
+
+
+def owned_window(storage: Storage, thread_id: str, includes: Sequence[tuple[str, int, int]],
+                 resource_id: str | None) -> tuple[str | None, list[MessageRow]]:
+    """The resource of thread ``thread_id`` (``None`` when there is no such thread) and
+    ``storage.window(includes, resource_id)``: one statement where the storage has
+    ``owned_window`` (PostgreSQL), else a thread lookup and the window.
+
+    >>> from threadrecall import Memory
+    >>> from threadrecall.storage import DuckDBStorage
+    >>> storage = DuckDBStorage()
+    >>> _ = Memory(storage=storage).save_messages([{"id": f"m{i}", "thread_id": "t1", "resource_id": "u",
+    ...     "role": "user", "content": f"message {i}"} for i in range(4)])
+    >>> owner, rows = owned_window(storage, "t1", [("m2", 1, 0)], None)
+    >>> owner, [r[0] for r in rows]
+    ('u', ['m1', 'm2'])
+    >>> owned_window(storage, "nope", [], None)
+    (None, [])
+    """
+    fused = getattr(storage, "owned_window", None)
+    if fused is not None:
+        return fused(thread_id, includes, resource_id)
+    thread = storage.get_thread(thread_id)
+    owner = None if thread is None else thread.resource_id
+    return owner, (storage.window(includes, resource_id) if includes else [])
 
 
 def _cursor_page(storage: Storage, q: HistoryQuery, bounds: dict[str, Any],

@@ -27,7 +27,7 @@ import uuid
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -92,6 +92,8 @@ class _Index:
     table: sql.Composed
     dimension: int
     metric: str
+    # Search statements as sent, by the shape of their filter (``_shape``): composed once.
+    statements: dict[Any, bytes] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
 class PgVector(AsyncTwins):
@@ -381,6 +383,13 @@ class PgVector(AsyncTwins):
 
     def _statement(self, index: _Index, vector: Any, top_k: int, filter: Any,
                    extra: str) -> tuple[sql.Composed, list[Any]]:
+        condition, params = self._bound(index, vector, top_k, filter)
+        return self._compose(index, condition, extra), params
+
+    @staticmethod
+    def _bound(index: _Index, vector: Any, top_k: int, filter: Any) -> tuple[sql.Composable, list[Any]]:
+        """The filter's condition and the search's parameters: the query vector, the filter's
+        values and ``top_k`` (twice each for a filtered search)."""
         if not _is_int(top_k) or top_k < 1:
             raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
         query = _as_matrix(vector, index.dimension, single=True)
@@ -388,11 +397,17 @@ class PgVector(AsyncTwins):
             query = _unit(query)
         condition, params = compile_filter(filter if filter != {} else None)
         text = _vector_text(query[0])
+        if condition is TRUE:
+            return condition, [text, top_k]
+        return condition, [text, *params, top_k, text, *params, top_k]
+
+    @staticmethod
+    def _compose(index: _Index, condition: sql.Composable, extra: str) -> sql.Composed:
         parts = {"op": sql.SQL(_OPS[index.metric]), "extra": sql.SQL(extra), "t": index.table,
                  "cond": condition, "n": sql.Literal(EXACT_SCOPE)}
         if condition is TRUE:  # ORDER BY the selected distance: the index's order, sent once
             return sql.SQL("SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} "
-                           "ORDER BY distance LIMIT %s").format(**parts), [text, top_k]
+                           "ORDER BY distance LIMIT %s").format(**parts)
         # A filtered search: an exact scan of the rows passing the filter when fewer than
         # EXACT_SCOPE do (found through the scope indexes), else the iterative HNSW scan. The
         # scope's rows are read once, with their distances; their count gates each branch as
@@ -405,16 +420,24 @@ class PgVector(AsyncTwins):
             "(SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} "
             "WHERE {cond} AND (SELECT count(*) FROM scope) >= {n} ORDER BY distance LIMIT %s)"
         ).format(**parts)
-        return statement, [text, *params, top_k, text, *params, top_k]
+        return statement
 
     def _search(self, name: str, vector: Any, top_k: int, filter: Any, extra: str) -> list[tuple]:
         """Run a search in one round trip. The HNSW settings are session settings of a pooled
         connection, set the first time it searches (they change nothing but HNSW scans); in
-        the storage's open transaction they are ``SET LOCAL`` and last until it ends."""
+        the storage's open transaction they are ``SET LOCAL`` and last until it ends. The
+        statement of a usual filter (a few keys equal to scalars) is composed once and sent
+        as the same text each time, so the connection prepares it after a few runs."""
         index = self._info(name)
-        statement, params = self._statement(index, vector, top_k, filter, extra)
+        condition, params = self._bound(index, vector, top_k, filter)
+        shape = (extra, _shape(filter))
+        statement: Any = index.statements.get(shape)
         ef = max(self.ef_search, min(top_k, 1000))
         with self._read(name) as conn:
+            if statement is None:
+                statement = self._compose(index, condition, extra).as_bytes(conn)
+                if shape[1] is not None and len(index.statements) < 256:
+                    index.statements[shape] = statement
             if self.storage is not None and self.storage.in_transaction:
                 for setting in _SETTINGS:
                     conn.execute(setting.format(scope=sql.SQL("LOCAL"), ef=sql.Literal(ef)))
@@ -422,7 +445,7 @@ class PgVector(AsyncTwins):
                 for setting in _SETTINGS:
                     conn.execute(setting.format(scope=sql.SQL("SESSION"), ef=sql.Literal(ef)))
                 _SEARCH_SETTINGS[conn] = ef
-            rows = conn.execute(statement, params, prepare=False).fetchall()
+            rows = conn.execute(statement, params).fetchall()
         # relaxed_order may return near neighbours slightly out of order
         rows.sort(key=lambda r: r[1])
         return [(r[0], -r[1], *r[2:]) for r in rows]
@@ -469,6 +492,27 @@ class PgVector(AsyncTwins):
         with self._reading(name) as conn:
             conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(
                 index.table, sql.SQL(" OR ").join(terms)), params)
+
+
+def _shape(filter: Any) -> Any:
+    """What the SQL of ``filter`` depends on (its values aside), as a dict key: two filters of
+    one shape compile to the same condition, with different parameters. ``None`` for a filter
+    too unusual to be worth remembering."""
+    if filter is None or filter == {}:
+        return ()
+    if not isinstance(filter, dict) or len(filter) > 8:
+        return None
+    shape = []
+    for key, value in filter.items():
+        if not isinstance(key, str) or key.startswith("$") or "\x00" in key or not key.isascii():
+            return None
+        if isinstance(value, bool):
+            shape.append((key, bool))
+        elif isinstance(value, (str, int, float)) and not (isinstance(value, str) and "\x00" in value):
+            shape.append((key, type(value)))
+        else:
+            return None  # operators, lists, null: composed each time
+    return tuple(shape)
 
 
 def _one(cursor: psycopg.Cursor) -> tuple[Any, ...]:

@@ -201,10 +201,13 @@ class DuckDBStorage:
         absent = self._absent_threads()
         missing = [i for i in wanted if i not in found and i not in absent]
         if missing:
+            # One id (an ownership check) by equality: DuckDB plans it as a point lookup,
+            # about a third cheaper than the list's semi-join.
+            one = len(missing) == 1
             rows = self.db.cursor().execute(
                 "SELECT id, resource_id, title, metadata, created_at, updated_at FROM threads "
-                "WHERE id IN (SELECT unnest(?))",
-                [missing],
+                + ("WHERE id = ?" if one else "WHERE id IN (SELECT unnest(?))"),
+                [missing[0] if one else missing],
             ).fetchall()
             loaded = [_thread(row) for row in rows]
             if not self.db.in_transaction:

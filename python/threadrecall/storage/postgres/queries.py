@@ -12,6 +12,7 @@ __all__ = [
     "CHANGES_SINCE", "CREATE_THREADS", "DELETE_MESSAGES", "DELETE_THREAD", "FLUSH_CHANGES",
     "GET_MESSAGES", "GET_RESOURCE", "GET_THREADS", "LOCK", "PRUNE_CHANGES", "SAVE_MESSAGES", "SAVE_RESOURCE",
     "SAVE_THREADS", "SAVE_TURN", "SCAN_MESSAGES", "THREAD_FOR_UPDATE", "THREAD_MESSAGES", "WINDOW",
+    "OWNED_WINDOW",
     "list_threads", "page",
 ]
 
@@ -202,6 +203,12 @@ WINDOW = """
     ORDER BY m.created_at, m.seq, m.id
 """
 
+
+# The window, and the resource of one thread as an extra row with no message id (no such row:
+# no such thread): recall checks the thread's owner with the read, in one round trip.
+OWNED_WINDOW = ("(" + WINDOW + """) UNION ALL
+    (SELECT NULL, id, resource_id, NULL::bigint, NULL::bigint, NULL FROM {s}.threads WHERE id = %(thread)s)
+""")
 
 def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, after: bool,
          before: bool, forward: bool) -> str:

@@ -130,9 +130,10 @@ class PostgresStorage:
             self._sql[name + "_LOGGED"] = self._text(logged)
         self._sql["LOCK"] = q.LOCK
         for scoped in (False, True):
-            self._sql[f"WINDOW_{scoped}"] = self._text(q.WINDOW).replace(
-                "{target_scope}", "WHERE m.resource_id = %(resource)s" if scoped else "").replace(
-                "{scope}", "AND x.resource_id = %(resource)s" if scoped else "")
+            for name in ("WINDOW", "OWNED_WINDOW"):
+                self._sql[f"{name}_{scoped}"] = self._text(getattr(q, name)).replace(
+                    "{target_scope}", "WHERE m.resource_id = %(resource)s" if scoped else "").replace(
+                    "{scope}", "AND x.resource_id = %(resource)s" if scoped else "")
 
     def _text(self, template: str) -> str:
         return template.replace("{s}", self._ident).replace("{seq}", self._seq)
@@ -523,6 +524,23 @@ class PostgresStorage:
             return []
         query = self._sql[f"WINDOW_{resource_id is not None}"]
         return self._rows(query, {"ids": ids, "before": before, "after": after, "resource": resource_id})
+
+    def owned_window(self, thread_id: str, includes: Sequence[tuple[str, int, int]],
+                     resource_id: str | None = None) -> tuple[str | None, list[MessageRow]]:
+        """The resource of thread ``thread_id`` (``None`` when there is no such thread) and
+        ``window(includes, resource_id)``, in one statement."""
+        if not includes:
+            thread = self.get_thread(thread_id)
+            return (None if thread is None else thread.resource_id), []
+        ids, before, after = [], [], []
+        for mid, nb, na in includes:
+            ids.append(mid)
+            before.append(checked_count("before", nb))
+            after.append(checked_count("after", na))
+        found = self._fetch(self._sql[f"OWNED_WINDOW_{resource_id is not None}"], {
+            "ids": ids, "before": before, "after": after, "resource": resource_id, "thread": thread_id})
+        owner = next((r[2] for r in found if r[0] is None), None)
+        return owner, [r for r in found if r[0] is not None]  # type: ignore[misc]
 
     # ----------------------------------------------------------------------------- change feed
 
