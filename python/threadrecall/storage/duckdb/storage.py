@@ -143,6 +143,7 @@ class DuckDBStorage:
         self.db = db
         self.replica = Replica()
         self._threads = ThreadCache()
+        self._thread_ids: set[str] = set()  # every committed thread: a lookup of another needs no query
         self._seq = 0
         self._unsaved: set[str] = set()  # message ids written by the open transaction
         self._feed: collections.deque[Changes] = collections.deque(maxlen=FEED_COMMITS)
@@ -199,7 +200,9 @@ class DuckDBStorage:
         if written := self._written_threads():  # newer than the cache's committed versions
             found.update((i, written[i]) for i in wanted if i in written)
         absent = self._absent_threads()
-        missing = [i for i in wanted if i not in found and i not in absent]
+        saved = self._saved_thread_ids()
+        missing = [i for i in wanted if i not in found and i not in absent
+                   and (i in self._thread_ids or i in saved)]
         if missing:
             rows = self.db.cursor().execute(
                 "SELECT id, resource_id, title, metadata, created_at, updated_at FROM threads "
@@ -264,7 +267,8 @@ class DuckDBStorage:
         those saved as of now need no touch from messages saved to them in the same transaction."""
         self._forget_threads(stored)
         self._written_threads().update((i, t) for i, t in stored.items() if i in now)
-        self.db.on_commit(lambda: self._threads.put(stored.values()))
+        self._saved_thread_ids().update(stored)
+        self.db.on_commit(lambda: self._committed_threads(stored.values()))
 
     def _insert_threads(self, tx: Any, threads: Sequence[Thread]) -> None:
         """A plain insert of complete threads (every field set)."""
@@ -292,7 +296,8 @@ class DuckDBStorage:
             self._insert_threads(tx, list(made.values()))
             self._absent_threads().difference_update(made)
             self._written_threads().update(made)
-            self.db.on_commit(lambda: self._threads.put(made.values()))
+            self._saved_thread_ids().update(made)
+            self.db.on_commit(lambda: self._committed_threads(made.values()))
         return made
 
     def update_thread(self, thread_id: str, *, title: str | None = None,
@@ -316,6 +321,7 @@ class DuckDBStorage:
             tx.execute("DELETE FROM threads WHERE id = ?", [thread_id])
             self._forget_threads([thread_id])
             self.db.on_commit(lambda: self._unmirror_thread(thread_id))
+            self.db.on_commit(lambda: self._thread_ids.discard(thread_id))
 
     def list_threads(self, *, resource_id: str | None = None, metadata: Any = None, page: int = 0,
                      per_page: int | bool = 100, order_by: Mapping[str, str] | None = None) -> ThreadPage:
@@ -401,7 +407,8 @@ class DuckDBStorage:
         ids, whole threads, or the whole threads of given ids), read from the database.
         Until the transaction deletes a message, the replica still answers for the ids and
         threads it has not written."""
-        if not (self.db.in_transaction and self.db.scratch.get("messages_written")):
+        if not (self.db.in_transaction and self.db.scratch.get("messages_written")) or not (
+                ids or threads or threads_of):
             return self.timeline
         if not self.db.scratch.get("messages_deleted") and (
                 (ids and self._unsaved.isdisjoint(ids)) or
@@ -550,6 +557,16 @@ class DuckDBStorage:
         see them; the cache gets them only once it commits."""
         return self.db.scratch.setdefault("written_threads", {}) if self.db.in_transaction else {}
 
+    def _saved_thread_ids(self) -> set[str]:
+        """Ids of the threads the open transaction inserted or replaced (lookups of other ids
+        not yet committed need no query: they do not exist)."""
+        return self.db.scratch.setdefault("saved_thread_ids", set()) if self.db.in_transaction else set()
+
+    def _committed_threads(self, threads: Iterable[Thread]) -> None:
+        threads = list(threads)
+        self._threads.put(threads)
+        self._thread_ids.update(t.id for t in threads)
+
     def _absent_threads(self) -> set[str]:
         """Ids the open transaction looked up and found missing, and has not written since:
         its next lookups of them need no query (a thread's creation reads it three times)."""
@@ -573,6 +590,7 @@ class DuckDBStorage:
 
     def _load_replica(self, batch: int = 100_000) -> None:
         self._seq = self.db.fetch_one("SELECT coalesce(max(seq), 0) FROM messages")[0]
+        self._thread_ids.update(r[0] for r in self.db.cursor().execute("SELECT id FROM threads").fetchall())
         reader = self.db.cursor().sql(
             f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {_PAYLOAD_SQL}, metadata "
             "FROM messages ORDER BY seq"
