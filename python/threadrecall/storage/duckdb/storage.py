@@ -275,7 +275,7 @@ class DuckDBStorage:
         if len(threads) <= VALUES_ROWS:
             params = [v for t in threads for v in (
                 t.id, t.resource_id, t.title, dumps(t.metadata), t.created_at, t.updated_at)]
-            tx.execute("INSERT INTO threads VALUES " + ", ".join([_THREAD_VALUES] * len(threads)), params)
+            self.db.defer("INSERT INTO threads VALUES " + ", ".join([_THREAD_VALUES] * len(threads)), params)
             return
         tx.register("incoming_threads", _thread_table(threads, _now()))
         try:
@@ -464,7 +464,7 @@ class DuckDBStorage:
                     m.id, m.thread_id, m.resource_id, m.role, m.type, c, md, to_micros(m.created_at),
                     seq)]
                 values = "VALUES " + ", ".join([_MESSAGE_VALUES] * len(stored))
-                tx.execute(sql.replace("SELECT * FROM incoming", values), params)
+                self.db.defer(sql.replace("SELECT * FROM incoming", values), params)
             else:
                 tx.register("incoming", _message_table(stored, seqs, contents, metadatas))
                 try:
