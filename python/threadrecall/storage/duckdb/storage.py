@@ -9,6 +9,14 @@ Messages are also mirrored, after each commit, into a ``Replica`` (the Rust core
 microseconds without a query. DuckDB is written first, inside one transaction per call; the
 replica follows only what committed, and is rebuilt from the database when a store is opened.
 Each commit is also kept in a short in-memory change feed for other consumers.
+
+A save of new messages sets their thread's ``updated_at`` without a statement of its own: each
+message row records the time it touched its thread (``saved_at``), the storage keeps the
+threads whose row lags behind in memory and folds them into the ``threads`` table before it
+lists threads and when it closes, and opening a database folds what a process that stopped
+before that left in ``saved_at``. ``folded_seq`` on a thread is the message ``seq`` up to which
+its row is current, so a later write of the thread itself is never overridden by an older
+message. A one-message save is then one statement, which DuckDB commits alone.
 """
 
 from __future__ import annotations
@@ -72,16 +80,38 @@ MIGRATIONS = [
         updated_at TIMESTAMPTZ NOT NULL
     );
     """,
+    # DuckDB alters no table an index depends on: the indexes go and come back around it.
+    """
+    DROP INDEX messages_thread;
+    ALTER TABLE messages ADD COLUMN saved_at TIMESTAMPTZ;
+    CREATE INDEX messages_thread ON messages (thread_id);
+    DROP INDEX threads_resource;
+    ALTER TABLE threads ADD COLUMN folded_seq BIGINT NOT NULL DEFAULT 0;
+    CREATE INDEX threads_resource ON threads (resource_id);
+    """,
 ]
+
+# The thread touches that messages recorded and the threads table has not taken yet (left by a
+# process that stopped before folding them): the last such message of each thread.
+_RECOVER_TOUCHES = """
+    UPDATE threads SET updated_at = l.at, folded_seq = l.seq
+    FROM (SELECT thread_id, max(seq) AS seq, arg_max(saved_at, seq) AS at FROM messages
+          WHERE saved_at IS NOT NULL GROUP BY thread_id) l
+    WHERE threads.id = l.thread_id AND l.seq > threads.folded_seq
+"""
+_FOLD_TOUCHES = """
+    UPDATE threads SET updated_at = p.at, folded_seq = ?
+    FROM (SELECT unnest(?::VARCHAR[]) AS id, unnest(?::TIMESTAMPTZ[]) AS at) p WHERE threads.id = p.id
+"""
 
 _UPSERT_THREADS = """
     INSERT INTO threads SELECT * FROM incoming_threads
     ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id,
         title = excluded.title, metadata = excluded.metadata,
-        updated_at = excluded.updated_at
+        updated_at = excluded.updated_at, folded_seq = excluded.folded_seq
     RETURNING id, resource_id, title, metadata, created_at, updated_at
 """
-_THREAD_VALUES = "(?, ?, ?, ?, ?, ?)"
+_THREAD_VALUES = "(?, ?, ?, ?, ?, ?, ?)"
 
 _UPSERT_MESSAGES = """
     INSERT INTO messages SELECT * FROM incoming
@@ -94,7 +124,7 @@ _UPSERT_MESSAGES = """
 # Batches up to this size are inserted with bound values: for a few rows that costs less than
 # registering an Arrow table and scanning it.
 VALUES_ROWS = 16
-_MESSAGE_VALUES = "(?, ?, ?, ?, ?, ?, ?, make_timestamptz(?::BIGINT), ?)"
+_MESSAGE_VALUES = "(?, ?, ?, ?, ?, ?, ?, make_timestamptz(?::BIGINT), ?, ?)"
 
 _PAYLOAD_SQL = (
     "'{\"role\":' || to_json(role) || ',\"type\":' || to_json(type) || ',\"content\":' || content"
@@ -137,6 +167,8 @@ class DuckDBStorage:
         try:
             db = Database(path)
             db.migrate("memory", MIGRATIONS)
+            with db.transaction() as tx:
+                tx.execute(_RECOVER_TOUCHES)
         except BaseException:
             self._forget()
             raise
@@ -146,6 +178,7 @@ class DuckDBStorage:
         self._thread_ids: set[str] = set()  # every committed thread: a lookup of another needs no query
         self._seq = 0
         self._unsaved: set[str] = set()  # message ids written by the open transaction
+        self._lagging: dict[str, datetime] = {}  # committed touches not yet in the threads table
         self._feed: collections.deque[Changes] = collections.deque(maxlen=FEED_COMMITS)
         self._position = 0
         self._load_replica()
@@ -160,9 +193,13 @@ class DuckDBStorage:
         return self.replica.timeline
 
     def close(self) -> None:
-        """Close this user's handle; the database closes with the last one."""
+        """Close this user's handle; the database closes with the last one (its lagging
+        thread touches folded in first)."""
         if self._forget():
-            self.db.close()
+            try:
+                self._fold_touches()
+            finally:
+                self.db.close()
 
     def _forget(self) -> bool:
         """Drop one user; True when it was the last (then the path is free to reopen)."""
@@ -209,7 +246,7 @@ class DuckDBStorage:
                 "WHERE id IN (SELECT unnest(?))",
                 [missing],
             ).fetchall()
-            loaded = [_thread(row) for row in rows]
+            loaded = [self._current(_thread(row), saved) for row in rows]
             if not self.db.in_transaction:
                 self._threads.put(loaded)
             found.update((t.id, t) for t in loaded)
@@ -242,8 +279,9 @@ class DuckDBStorage:
                 stored[t.id] = Thread(t.id, t.resource_id, t.title or "", json.loads(metadata), created,
                                       t.updated_at or now)
                 if old is not None:
-                    tx.execute("UPDATE threads SET resource_id = ?, title = ?, metadata = ?, updated_at = ? "
-                               "WHERE id = ?", [t.resource_id, t.title or "", metadata, t.updated_at or now, t.id])
+                    tx.execute("UPDATE threads SET resource_id = ?, title = ?, metadata = ?, updated_at = ?, "
+                               "folded_seq = ? WHERE id = ?",
+                               [t.resource_id, t.title or "", metadata, t.updated_at or now, self._seq, t.id])
                 else:
                     fresh.append(stored[t.id])
             if fresh:
@@ -253,7 +291,7 @@ class DuckDBStorage:
 
     def _upsert_threads(self, threads: list[Thread]) -> dict[str, Thread]:
         with self.db.transaction() as tx:
-            tx.register("incoming_threads", _thread_table(threads, _now()))
+            tx.register("incoming_threads", _thread_table(threads, _now(), self._seq))
             try:
                 rows = tx.execute(_UPSERT_THREADS).fetchall()
             finally:
@@ -274,10 +312,10 @@ class DuckDBStorage:
         """A plain insert of complete threads (every field set)."""
         if len(threads) <= VALUES_ROWS:
             params = [v for t in threads for v in (
-                t.id, t.resource_id, t.title, dumps(t.metadata), t.created_at, t.updated_at)]
+                t.id, t.resource_id, t.title, dumps(t.metadata), t.created_at, t.updated_at, self._seq)]
             self.db.defer("INSERT INTO threads VALUES " + ", ".join([_THREAD_VALUES] * len(threads)), params)
             return
-        tx.register("incoming_threads", _thread_table(threads, _now()))
+        tx.register("incoming_threads", _thread_table(threads, _now(), self._seq))
         try:
             tx.execute("INSERT INTO threads SELECT * FROM incoming_threads")
         finally:
@@ -327,6 +365,7 @@ class DuckDBStorage:
                      per_page: int | bool = 100, order_by: Mapping[str, str] | None = None) -> ThreadPage:
         check_thread_paging(page, per_page)
         field, direction = thread_order(order_by)
+        self._fold_touches()  # the threads table, as of now
         where, params = thread_filter_sql(validate_thread_filter(metadata))
         if resource_id is not None:
             where += " AND resource_id = ?"
@@ -458,20 +497,26 @@ class DuckDBStorage:
                     stored.append(replace(m, created_at=from_micros(existing[3])))
             contents = [dumps(m.content.to_dict()) for m in stored]
             metadatas = [dumps(m.metadata) for m in stored]
+            now = _now()
+            # New messages touch their threads through their own rows (``saved_at``); replacing
+            # ones, whose rows keep their place, by a statement.
+            touched = set() if replacing else self._touch_lagging({m.thread_id for m in stored}, now)
+            saved_at = [now if m.thread_id in touched else None for m in stored]
             sql = _UPSERT_MESSAGES if replacing else "INSERT INTO messages SELECT * FROM incoming"
             if len(stored) <= VALUES_ROWS:  # a turn's few messages: bound values, no Arrow scan
-                params = [v for m, seq, c, md in zip(stored, seqs, contents, metadatas) for v in (
+                params = [v for m, seq, c, md, at in zip(stored, seqs, contents, metadatas, saved_at) for v in (
                     m.id, m.thread_id, m.resource_id, m.role, m.type, c, md, to_micros(m.created_at),
-                    seq)]
+                    seq, at)]
                 values = "VALUES " + ", ".join([_MESSAGE_VALUES] * len(stored))
                 self.db.defer(sql.replace("SELECT * FROM incoming", values), params)
             else:
-                tx.register("incoming", _message_table(stored, seqs, contents, metadatas))
+                tx.register("incoming", _message_table(stored, seqs, contents, metadatas, saved_at))
                 try:
                     tx.execute(sql)
                 finally:
                     tx.unregister("incoming")
-            self._touch_threads(tx, {m.thread_id for m in stored})
+            if replacing:
+                self._touch_threads(tx, {m.thread_id for m in stored})
             payloads = [payload(m.role, m.type, c, md) for m, c, md in zip(stored, contents, metadatas)]
             self.db.on_commit(lambda: self._mirror(stored, seqs, payloads))
         return stored
@@ -541,16 +586,72 @@ class DuckDBStorage:
         if not thread_ids:
             return
         now = _now()
-        if len(thread_ids) == 1:  # the usual turn: one thread, a point update
-            (thread_id,) = thread_ids
-            tx.execute("UPDATE threads SET updated_at = ? WHERE id = ?", [now, thread_id])
-        else:
-            tx.execute("UPDATE threads SET updated_at = ? WHERE id IN (SELECT unnest(?))",
-                       [now, sorted(thread_ids)])
+        tx.execute("UPDATE threads SET updated_at = ?, folded_seq = ? WHERE id IN (SELECT unnest(?))",
+                   [now, self._seq, sorted(thread_ids)])
+        self._saved_thread_ids().update(thread_ids)
+        for thread_id in thread_ids:
+            self._tx_touches().pop(thread_id, None)
         touched = {t.id: Thread(t.id, t.resource_id, t.title, t.metadata, t.created_at, now)
                    for t in self.get_threads(thread_ids).values()}  # not replace(): far slower
         written.update(touched)
-        self.db.on_commit(lambda: self._threads.put(touched.values()))
+
+        def committed() -> None:
+            self._threads.put(touched.values())
+            for thread_id in thread_ids:
+                self._lagging.pop(thread_id, None)
+        self.db.on_commit(committed)
+
+    def _touch_lagging(self, thread_ids: set[str], now: datetime) -> set[str]:
+        """Set ``updated_at = now`` on these threads without a statement: the messages saved
+        to them record it, and the threads table takes it when touches are folded. Returns the
+        threads touched (those the open transaction has not written already)."""
+        written = self._written_threads()
+        touched = {t.id: Thread(t.id, t.resource_id, t.title, t.metadata, t.created_at, now)
+                   for t in self.get_threads(thread_ids - written.keys()).values()}
+        if not touched:
+            return set()
+        written.update(touched)
+        self._tx_touches().update(dict.fromkeys(touched, now))
+
+        def committed() -> None:
+            self._threads.put(touched.values())
+            self._lagging.update(dict.fromkeys(touched, now))
+        self.db.on_commit(committed)
+        return set(touched)
+
+    def _fold_touches(self) -> None:
+        """Write the lagging thread touches into the threads table (one statement, in the
+        open transaction or one of its own)."""
+        if not self._lagging and not (self.db.in_transaction and self._tx_touches()):
+            return
+        with self.db.transaction() as tx:
+            saved = self._saved_thread_ids()
+            due = {i: at for i, at in self._lagging.items() if i not in saved}
+            due.update(self._tx_touches())
+            if not due:
+                return
+            ids = list(due)
+            tx.execute(_FOLD_TOUCHES, [self._seq, ids, [due[i] for i in ids]])
+            self._tx_touches().clear()
+            saved.update(ids)
+
+            def committed() -> None:
+                for thread_id in ids:
+                    if self._lagging.get(thread_id) == due[thread_id]:
+                        del self._lagging[thread_id]
+            self.db.on_commit(committed)
+
+    def _current(self, thread: Thread, saved: set[str]) -> Thread:
+        """A thread read from the threads table, with its lagging touch (unless the open
+        transaction wrote the row, which is then current)."""
+        at = self._lagging.get(thread.id)
+        if at is None or thread.id in saved:
+            return thread
+        return Thread(thread.id, thread.resource_id, thread.title, thread.metadata, thread.created_at, at)
+
+    def _tx_touches(self) -> dict[str, datetime]:
+        """Touches the open transaction made without a statement, by thread id."""
+        return self.db.scratch.setdefault("touches", {}) if self.db.in_transaction else {}
 
     def _written_threads(self) -> dict[str, Thread]:
         """Threads as the open transaction wrote them (created or touched), by id. Its reads
@@ -577,10 +678,17 @@ class DuckDBStorage:
         ids = list(thread_ids)
         self._threads.drop(ids)
         written = self._written_threads()
+        touches = self._tx_touches()
         self._absent_threads().difference_update(ids)
         for thread_id in ids:
             written.pop(thread_id, None)
-        self.db.on_commit(lambda: self._threads.drop(ids))
+            touches.pop(thread_id, None)
+
+        def committed() -> None:
+            self._threads.drop(ids)
+            for thread_id in ids:
+                self._lagging.pop(thread_id, None)
+        self.db.on_commit(committed)
 
     def _mirror(self, messages: Sequence[Message], seqs: Sequence[int], payloads: list[str]) -> None:
         self.replica.upsert(messages, seqs, payloads)
@@ -601,7 +709,7 @@ class DuckDBStorage:
 
 
 def _message_table(messages: Sequence[Message], seqs: Sequence[int], contents: list[str],
-                   metadatas: list[str]) -> pa.Table:
+                   metadatas: list[str], saved_at: list[datetime | None]) -> pa.Table:
     return pa.table({
         "id": [m.id for m in messages],
         "thread_id": [m.thread_id for m in messages],
@@ -612,10 +720,11 @@ def _message_table(messages: Sequence[Message], seqs: Sequence[int], contents: l
         "metadata": metadatas,
         "created_at": pa.array([to_micros(m.created_at) for m in messages], pa.timestamp("us", tz="UTC")),
         "seq": pa.array(seqs, pa.int64()),
+        "saved_at": pa.array(saved_at, pa.timestamp("us", tz="UTC")),
     })
 
 
-def _thread_table(threads: Sequence[Thread], now: datetime) -> pa.Table:
+def _thread_table(threads: Sequence[Thread], now: datetime, folded_seq: int) -> pa.Table:
     return pa.table({
         "id": [t.id for t in threads],
         "resource_id": [t.resource_id for t in threads],
@@ -623,6 +732,7 @@ def _thread_table(threads: Sequence[Thread], now: datetime) -> pa.Table:
         "metadata": [dumps(t.metadata or {}) for t in threads],
         "created_at": pa.array([t.created_at or now for t in threads], pa.timestamp("us", tz="UTC")),
         "updated_at": pa.array([t.updated_at or now for t in threads], pa.timestamp("us", tz="UTC")),
+        "folded_seq": pa.array([folded_seq] * len(threads), pa.int64()),
     })
 
 
