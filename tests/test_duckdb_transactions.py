@@ -170,7 +170,7 @@ def test_listing_threads_orders_by_the_touches_not_yet_folded(tmp_path):
 
 
 def test_a_database_of_the_schema_before_touch_rows_opens_with_its_threads_as_they_were(tmp_path):
-    from threadrecall.storage.duckdb.storage import MIGRATIONS
+    from threadrecall.storage.duckdb.schema import MIGRATIONS
 
     path = tmp_path / "old.duckdb"
     old = Database(path)

@@ -31,8 +31,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from ...errors import ThreadNotFoundError
 from ...types import Message, Resource, Thread, ThreadPage, dumps, to_utc
 from ..base import Changes
@@ -43,93 +41,25 @@ from ..thread_filter import thread_filter_sql, validate_thread_filter
 from ..thread_listing import check_thread_paging, thread_order
 from ..thread_owners import save_turn
 from .database import Database
+from .schema import (
+    FOLD_TOUCHES,
+    MESSAGE_VALUES,
+    MIGRATIONS,
+    PAYLOAD_SQL,
+    RECOVER_TOUCHES,
+    THREAD_VALUES,
+    UPSERT_MESSAGES,
+    UPSERT_THREADS,
+    VALUES_ROWS,
+    message_table,
+    thread_of,
+    thread_table,
+)
 
 __all__ = ["DuckDBStorage", "MessageRow", "from_micros", "message_of", "messages_of", "new_id", "to_micros"]
 
 # Commits kept in the in-memory change feed; a consumer further behind rebuilds from a scan.
 FEED_COMMITS = 1024
-
-MIGRATIONS = [
-    """
-    CREATE TABLE threads (
-        id TEXT PRIMARY KEY,
-        resource_id TEXT NOT NULL,
-        title TEXT NOT NULL DEFAULT '',
-        metadata JSON NOT NULL DEFAULT '{}',
-        created_at TIMESTAMPTZ NOT NULL,
-        updated_at TIMESTAMPTZ NOT NULL
-    );
-    CREATE INDEX threads_resource ON threads (resource_id);
-    CREATE TABLE messages (
-        id TEXT PRIMARY KEY,
-        thread_id TEXT NOT NULL,
-        resource_id TEXT,
-        role TEXT NOT NULL,
-        type TEXT NOT NULL DEFAULT 'text',
-        content JSON NOT NULL,
-        metadata JSON NOT NULL DEFAULT '{}',
-        created_at TIMESTAMPTZ NOT NULL,
-        seq BIGINT NOT NULL
-    );
-    CREATE INDEX messages_thread ON messages (thread_id);
-    CREATE TABLE resources (
-        id TEXT PRIMARY KEY,
-        working_memory TEXT,
-        metadata JSON NOT NULL DEFAULT '{}',
-        created_at TIMESTAMPTZ NOT NULL,
-        updated_at TIMESTAMPTZ NOT NULL
-    );
-    """,
-    # DuckDB alters no table an index depends on: the indexes go and come back around it.
-    """
-    DROP INDEX messages_thread;
-    ALTER TABLE messages ADD COLUMN saved_at TIMESTAMPTZ;
-    CREATE INDEX messages_thread ON messages (thread_id);
-    DROP INDEX threads_resource;
-    ALTER TABLE threads ADD COLUMN folded_seq BIGINT NOT NULL DEFAULT 0;
-    CREATE INDEX threads_resource ON threads (resource_id);
-    """,
-]
-
-# The thread touches that messages recorded and the threads table has not taken yet (left by a
-# process that stopped before folding them): the last such message of each thread.
-_RECOVER_TOUCHES = """
-    UPDATE threads SET updated_at = l.at, folded_seq = l.seq
-    FROM (SELECT thread_id, max(seq) AS seq, arg_max(saved_at, seq) AS at FROM messages
-          WHERE saved_at IS NOT NULL GROUP BY thread_id) l
-    WHERE threads.id = l.thread_id AND l.seq > threads.folded_seq
-"""
-_FOLD_TOUCHES = """
-    UPDATE threads SET updated_at = p.at, folded_seq = ?
-    FROM (SELECT unnest(?::VARCHAR[]) AS id, unnest(?::TIMESTAMPTZ[]) AS at) p WHERE threads.id = p.id
-"""
-
-_UPSERT_THREADS = """
-    INSERT INTO threads SELECT * FROM incoming_threads
-    ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id,
-        title = excluded.title, metadata = excluded.metadata,
-        updated_at = excluded.updated_at, folded_seq = excluded.folded_seq
-    RETURNING id, resource_id, title, metadata, created_at, updated_at
-"""
-_THREAD_VALUES = "(?, ?, ?, ?, ?, ?, ?)"
-
-_UPSERT_MESSAGES = """
-    INSERT INTO messages SELECT * FROM incoming
-    ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
-        resource_id = excluded.resource_id, role = excluded.role,
-        type = excluded.type, content = excluded.content,
-        metadata = excluded.metadata
-"""
-
-# Batches up to this size are inserted with bound values: for a few rows that costs less than
-# registering an Arrow table and scanning it.
-VALUES_ROWS = 16
-_MESSAGE_VALUES = "(?, ?, ?, ?, ?, ?, ?, make_timestamptz(?::BIGINT), ?, ?)"
-
-_PAYLOAD_SQL = (
-    "'{\"role\":' || to_json(role) || ',\"type\":' || to_json(type) || ',\"content\":' || content"
-    " || ',\"metadata\":' || metadata || '}'"
-)
 
 # File-backed stores of this process, by resolved path (one nobody holds any more drops out).
 _OPEN: weakref.WeakValueDictionary[str, DuckDBStorage] = weakref.WeakValueDictionary()
@@ -168,7 +98,7 @@ class DuckDBStorage:
             db = Database(path)
             db.migrate("memory", MIGRATIONS)
             with db.transaction() as tx:
-                tx.execute(_RECOVER_TOUCHES)
+                tx.execute(RECOVER_TOUCHES)
         except BaseException:
             self._forget()
             raise
@@ -246,7 +176,7 @@ class DuckDBStorage:
                 "WHERE id IN (SELECT unnest(?))",
                 [missing],
             ).fetchall()
-            loaded = [self._current(_thread(row), saved) for row in rows]
+            loaded = [self._current(thread_of(row), saved) for row in rows]
             if not self.db.in_transaction:
                 self._threads.put(loaded)
             found.update((t.id, t) for t in loaded)
@@ -291,12 +221,12 @@ class DuckDBStorage:
 
     def _upsert_threads(self, threads: list[Thread]) -> dict[str, Thread]:
         with self.db.transaction() as tx:
-            tx.register("incoming_threads", _thread_table(threads, _now(), self._seq))
+            tx.register("incoming_threads", thread_table(threads, _now(), self._seq))
             try:
-                rows = tx.execute(_UPSERT_THREADS).fetchall()
+                rows = tx.execute(UPSERT_THREADS).fetchall()
             finally:
                 tx.unregister("incoming_threads")
-            stored = {row[0]: _thread(row) for row in rows}
+            stored = {row[0]: thread_of(row) for row in rows}
             self._saved_threads(stored, {t.id for t in threads if t.updated_at is None})
         return stored
 
@@ -313,9 +243,9 @@ class DuckDBStorage:
         if len(threads) <= VALUES_ROWS:
             params = [v for t in threads for v in (
                 t.id, t.resource_id, t.title, dumps(t.metadata), t.created_at, t.updated_at, self._seq)]
-            self.db.defer("INSERT INTO threads VALUES " + ", ".join([_THREAD_VALUES] * len(threads)), params)
+            self.db.defer("INSERT INTO threads VALUES " + ", ".join([THREAD_VALUES] * len(threads)), params)
             return
-        tx.register("incoming_threads", _thread_table(threads, _now(), self._seq))
+        tx.register("incoming_threads", thread_table(threads, _now(), self._seq))
         try:
             tx.execute("INSERT INTO threads SELECT * FROM incoming_threads")
         finally:
@@ -382,7 +312,7 @@ class DuckDBStorage:
             [*params, limit, offset],
         ).fetchall()
         has_more = per_page is not False and offset + per_page < total
-        return ThreadPage([_thread(r) for r in rows], total, page, per_page, has_more)
+        return ThreadPage([thread_of(r) for r in rows], total, page, per_page, has_more)
 
     # ----------------------------------------------------------------------------- resources
 
@@ -458,7 +388,7 @@ class DuckDBStorage:
                  "thread_id IN (SELECT unnest(?))" if threads else
                  "thread_id IN (SELECT thread_id FROM messages WHERE id IN (SELECT unnest(?)))")
         rows = self.db.cursor().execute(
-            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {_PAYLOAD_SQL}, metadata "
+            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {PAYLOAD_SQL}, metadata "
             f"FROM messages WHERE {where}", [list(ids or threads or threads_of)]).fetchall()
         view.upsert_rows([r[:6] for r in rows], metadata_json=[r[6] for r in rows])
         return view.timeline
@@ -502,15 +432,15 @@ class DuckDBStorage:
             # ones, whose rows keep their place, by a statement.
             touched = set() if replacing else self._touch_lagging({m.thread_id for m in stored}, now)
             saved_at = [now if m.thread_id in touched else None for m in stored]
-            sql = _UPSERT_MESSAGES if replacing else "INSERT INTO messages SELECT * FROM incoming"
+            sql = UPSERT_MESSAGES if replacing else "INSERT INTO messages SELECT * FROM incoming"
             if len(stored) <= VALUES_ROWS:  # a turn's few messages: bound values, no Arrow scan
                 params = [v for m, seq, c, md, at in zip(stored, seqs, contents, metadatas, saved_at) for v in (
                     m.id, m.thread_id, m.resource_id, m.role, m.type, c, md, to_micros(m.created_at),
                     seq, at)]
-                values = "VALUES " + ", ".join([_MESSAGE_VALUES] * len(stored))
+                values = "VALUES " + ", ".join([MESSAGE_VALUES] * len(stored))
                 self.db.defer(sql.replace("SELECT * FROM incoming", values), params)
             else:
-                tx.register("incoming", _message_table(stored, seqs, contents, metadatas, saved_at))
+                tx.register("incoming", message_table(stored, seqs, contents, metadatas, saved_at))
                 try:
                     tx.execute(sql)
                 finally:
@@ -560,7 +490,7 @@ class DuckDBStorage:
 
     def scan_messages(self, batch: int = 50_000) -> Iterator[list[MessageRow]]:
         reader = self.db.cursor().sql(
-            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {_PAYLOAD_SQL} "
+            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {PAYLOAD_SQL} "
             "FROM messages ORDER BY seq"
         ).to_arrow_reader(batch)
         for chunk in reader:
@@ -631,7 +561,7 @@ class DuckDBStorage:
             if not due:
                 return
             ids = list(due)
-            tx.execute(_FOLD_TOUCHES, [self._seq, ids, [due[i] for i in ids]])
+            tx.execute(FOLD_TOUCHES, [self._seq, ids, [due[i] for i in ids]])
             self._tx_touches().clear()
             saved.update(ids)
 
@@ -700,50 +630,12 @@ class DuckDBStorage:
         self._seq = self.db.fetch_one("SELECT coalesce(max(seq), 0) FROM messages")[0]
         self._thread_ids.update(r[0] for r in self.db.cursor().execute("SELECT id FROM threads").fetchall())
         reader = self.db.cursor().sql(
-            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {_PAYLOAD_SQL}, metadata "
+            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {PAYLOAD_SQL}, metadata "
             "FROM messages ORDER BY seq"
         ).to_arrow_reader(batch)
         for chunk in reader:
             columns = [chunk.column(i).to_pylist() for i in range(7)]
             self.replica.upsert_rows(list(zip(*columns[:6])), metadata_json=columns[6])
-
-
-def _message_table(messages: Sequence[Message], seqs: Sequence[int], contents: list[str],
-                   metadatas: list[str], saved_at: list[datetime | None]) -> pa.Table:
-    return pa.table({
-        "id": [m.id for m in messages],
-        "thread_id": [m.thread_id for m in messages],
-        "resource_id": pa.array([m.resource_id for m in messages], pa.string()),
-        "role": [m.role for m in messages],
-        "type": [m.type for m in messages],
-        "content": contents,
-        "metadata": metadatas,
-        "created_at": pa.array([to_micros(m.created_at) for m in messages], pa.timestamp("us", tz="UTC")),
-        "seq": pa.array(seqs, pa.int64()),
-        "saved_at": pa.array(saved_at, pa.timestamp("us", tz="UTC")),
-    })
-
-
-def _thread_table(threads: Sequence[Thread], now: datetime, folded_seq: int) -> pa.Table:
-    return pa.table({
-        "id": [t.id for t in threads],
-        "resource_id": [t.resource_id for t in threads],
-        "title": [t.title or "" for t in threads],
-        "metadata": [dumps(t.metadata or {}) for t in threads],
-        "created_at": pa.array([t.created_at or now for t in threads], pa.timestamp("us", tz="UTC")),
-        "updated_at": pa.array([t.updated_at or now for t in threads], pa.timestamp("us", tz="UTC")),
-        "folded_seq": pa.array([folded_seq] * len(threads), pa.int64()),
-    })
-
-
-def _thread(row: Sequence[Any]) -> Thread:
-    return Thread(
-        id=row[0], resource_id=row[1], title=row[2], metadata=json.loads(row[3]),
-        created_at=to_utc(row[4]), updated_at=to_utc(row[5]),
-    )
-
-
-
 
 
 def _key(path: str | Path) -> str | None:
