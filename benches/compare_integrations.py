@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import itertools
 import operator
 import os
@@ -37,23 +36,21 @@ Turn = Callable[[], Any]
 
 
 class Commits:
-    """Counts the outermost transactions of every ``Database`` (one DuckDB commit each)."""
+    """Counts the DuckDB transactions every ``Database`` commits (a transaction that ran no
+    statement commits nothing; one whose only statement was deferred commits it alone)."""
 
     count = 0
 
     @classmethod
     def install(cls) -> None:
-        begin = database.Database.transaction
+        finish = database._Writer.finish
 
-        @contextlib.contextmanager
-        def counted(self: database.Database) -> Any:
-            outer = not self.in_transaction
-            with begin(self) as tx:
-                yield tx
-            if outer:
+        def counted(self: database._Writer) -> None:
+            if self.begun or self.deferred:
                 cls.count += 1
+            finish(self)
 
-        database.Database.transaction = counted  # type: ignore[method-assign]
+        database._Writer.finish = counted  # type: ignore[method-assign]
 
 
 class Bench:

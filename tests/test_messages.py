@@ -263,5 +263,8 @@ def test_a_touched_thread_is_read_as_touched_inside_its_transaction_and_as_befor
     after = memory.get_thread_by_id("t1")
     assert after.updated_at > before.updated_at
     if isinstance(memory.storage, DuckDBStorage):  # the cached thread is the stored one
+        memory.storage._threads.drop(["t1"])
+        assert memory.get_thread_by_id("t1") == after  # read from the database
+        assert memory.list_threads(resource_id="r1").threads == [after]  # the threads table itself
         stored = memory.storage.db.fetch_one("SELECT updated_at FROM threads WHERE id = 't1'")[0]
         assert stored == after.updated_at

@@ -514,7 +514,7 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
 
         def write() -> None:
             with self.memory.transaction(lock=tid):
-                have = {m.id for m in self.memory.get_messages(list(regular))}
+                have = {m.id for m in self.memory.get_messages(list(regular))} if regular else set()
                 self._ensure_thread(tid, thread_id, ns)
                 self.memory.save_messages([m for m in stored if m["id"] not in have])
 

@@ -9,6 +9,14 @@ Messages are also mirrored, after each commit, into a ``Replica`` (the Rust core
 microseconds without a query. DuckDB is written first, inside one transaction per call; the
 replica follows only what committed, and is rebuilt from the database when a store is opened.
 Each commit is also kept in a short in-memory change feed for other consumers.
+
+A save of new messages sets their thread's ``updated_at`` without a statement of its own: each
+message row records the time it touched its thread (``saved_at``), the storage keeps the
+threads whose row lags behind in memory and folds them into the ``threads`` table before it
+lists threads and when it closes, and opening a database folds what a process that stopped
+before that left in ``saved_at``. ``folded_seq`` on a thread is the message ``seq`` up to which
+its row is current, so a later write of the thread itself is never overridden by an older
+message. A one-message save is then one statement, which DuckDB commits alone.
 """
 
 from __future__ import annotations
@@ -23,8 +31,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from ...errors import ThreadNotFoundError
 from ...types import Message, Resource, Thread, ThreadPage, dumps, to_utc
 from ..base import Changes
@@ -35,71 +41,25 @@ from ..thread_filter import thread_filter_sql, validate_thread_filter
 from ..thread_listing import check_thread_paging, thread_order
 from ..thread_owners import save_turn
 from .database import Database
+from .schema import (
+    FOLD_TOUCHES,
+    MESSAGE_VALUES,
+    MIGRATIONS,
+    PAYLOAD_SQL,
+    RECOVER_TOUCHES,
+    THREAD_VALUES,
+    UPSERT_MESSAGES,
+    UPSERT_THREADS,
+    VALUES_ROWS,
+    message_table,
+    thread_of,
+    thread_table,
+)
 
 __all__ = ["DuckDBStorage", "MessageRow", "from_micros", "message_of", "messages_of", "new_id", "to_micros"]
 
 # Commits kept in the in-memory change feed; a consumer further behind rebuilds from a scan.
 FEED_COMMITS = 1024
-
-MIGRATIONS = [
-    """
-    CREATE TABLE threads (
-        id TEXT PRIMARY KEY,
-        resource_id TEXT NOT NULL,
-        title TEXT NOT NULL DEFAULT '',
-        metadata JSON NOT NULL DEFAULT '{}',
-        created_at TIMESTAMPTZ NOT NULL,
-        updated_at TIMESTAMPTZ NOT NULL
-    );
-    CREATE INDEX threads_resource ON threads (resource_id);
-    CREATE TABLE messages (
-        id TEXT PRIMARY KEY,
-        thread_id TEXT NOT NULL,
-        resource_id TEXT,
-        role TEXT NOT NULL,
-        type TEXT NOT NULL DEFAULT 'text',
-        content JSON NOT NULL,
-        metadata JSON NOT NULL DEFAULT '{}',
-        created_at TIMESTAMPTZ NOT NULL,
-        seq BIGINT NOT NULL
-    );
-    CREATE INDEX messages_thread ON messages (thread_id);
-    CREATE TABLE resources (
-        id TEXT PRIMARY KEY,
-        working_memory TEXT,
-        metadata JSON NOT NULL DEFAULT '{}',
-        created_at TIMESTAMPTZ NOT NULL,
-        updated_at TIMESTAMPTZ NOT NULL
-    );
-    """,
-]
-
-_UPSERT_THREADS = """
-    INSERT INTO threads SELECT * FROM incoming_threads
-    ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id,
-        title = excluded.title, metadata = excluded.metadata,
-        updated_at = excluded.updated_at
-    RETURNING id, resource_id, title, metadata, created_at, updated_at
-"""
-_THREAD_VALUES = "(?, ?, ?, ?, ?, ?)"
-
-_UPSERT_MESSAGES = """
-    INSERT INTO messages SELECT * FROM incoming
-    ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
-        resource_id = excluded.resource_id, role = excluded.role,
-        type = excluded.type, content = excluded.content,
-        metadata = excluded.metadata
-"""
-
-# Batches up to this size are inserted with bound values: for a few rows that costs less than
-# registering an Arrow table and scanning it.
-VALUES_ROWS = 16
-_MESSAGE_VALUES = "(?, ?, ?, ?, ?, ?, ?, make_timestamptz(?::BIGINT), ?)"
-
-_PAYLOAD_SQL = (
-    "'{\"role\":' || to_json(role) || ',\"type\":' || to_json(type) || ',\"content\":' || content"
-    " || ',\"metadata\":' || metadata || '}'"
-)
 
 # File-backed stores of this process, by resolved path (one nobody holds any more drops out).
 _OPEN: weakref.WeakValueDictionary[str, DuckDBStorage] = weakref.WeakValueDictionary()
@@ -137,14 +97,18 @@ class DuckDBStorage:
         try:
             db = Database(path)
             db.migrate("memory", MIGRATIONS)
+            with db.transaction() as tx:
+                tx.execute(RECOVER_TOUCHES)
         except BaseException:
             self._forget()
             raise
         self.db = db
         self.replica = Replica()
         self._threads = ThreadCache()
+        self._thread_ids: set[str] = set()  # every committed thread: a lookup of another needs no query
         self._seq = 0
         self._unsaved: set[str] = set()  # message ids written by the open transaction
+        self._lagging: dict[str, datetime] = {}  # committed touches not yet in the threads table
         self._feed: collections.deque[Changes] = collections.deque(maxlen=FEED_COMMITS)
         self._position = 0
         self._load_replica()
@@ -159,9 +123,13 @@ class DuckDBStorage:
         return self.replica.timeline
 
     def close(self) -> None:
-        """Close this user's handle; the database closes with the last one."""
+        """Close this user's handle; the database closes with the last one (its lagging
+        thread touches folded in first)."""
         if self._forget():
-            self.db.close()
+            try:
+                self._fold_touches()
+            finally:
+                self.db.close()
 
     def _forget(self) -> bool:
         """Drop one user; True when it was the last (then the path is free to reopen)."""
@@ -199,7 +167,9 @@ class DuckDBStorage:
         if written := self._written_threads():  # newer than the cache's committed versions
             found.update((i, written[i]) for i in wanted if i in written)
         absent = self._absent_threads()
-        missing = [i for i in wanted if i not in found and i not in absent]
+        saved = self._saved_thread_ids()
+        missing = [i for i in wanted if i not in found and i not in absent
+                   and (i in self._thread_ids or i in saved)]
         if missing:
             # One id (an ownership check) by equality: DuckDB plans it as a point lookup,
             # about a third cheaper than the list's semi-join.
@@ -209,7 +179,7 @@ class DuckDBStorage:
                 + ("WHERE id = ?" if one else "WHERE id IN (SELECT unnest(?))"),
                 [missing[0] if one else missing],
             ).fetchall()
-            loaded = [_thread(row) for row in rows]
+            loaded = [self._current(thread_of(row), saved) for row in rows]
             if not self.db.in_transaction:
                 self._threads.put(loaded)
             found.update((t.id, t) for t in loaded)
@@ -242,8 +212,9 @@ class DuckDBStorage:
                 stored[t.id] = Thread(t.id, t.resource_id, t.title or "", json.loads(metadata), created,
                                       t.updated_at or now)
                 if old is not None:
-                    tx.execute("UPDATE threads SET resource_id = ?, title = ?, metadata = ?, updated_at = ? "
-                               "WHERE id = ?", [t.resource_id, t.title or "", metadata, t.updated_at or now, t.id])
+                    tx.execute("UPDATE threads SET resource_id = ?, title = ?, metadata = ?, updated_at = ?, "
+                               "folded_seq = ? WHERE id = ?",
+                               [t.resource_id, t.title or "", metadata, t.updated_at or now, self._seq, t.id])
                 else:
                     fresh.append(stored[t.id])
             if fresh:
@@ -253,12 +224,12 @@ class DuckDBStorage:
 
     def _upsert_threads(self, threads: list[Thread]) -> dict[str, Thread]:
         with self.db.transaction() as tx:
-            tx.register("incoming_threads", _thread_table(threads, _now()))
+            tx.register("incoming_threads", thread_table(threads, _now(), self._seq))
             try:
-                rows = tx.execute(_UPSERT_THREADS).fetchall()
+                rows = tx.execute(UPSERT_THREADS).fetchall()
             finally:
                 tx.unregister("incoming_threads")
-            stored = {row[0]: _thread(row) for row in rows}
+            stored = {row[0]: thread_of(row) for row in rows}
             self._saved_threads(stored, {t.id for t in threads if t.updated_at is None})
         return stored
 
@@ -267,16 +238,17 @@ class DuckDBStorage:
         those saved as of now need no touch from messages saved to them in the same transaction."""
         self._forget_threads(stored)
         self._written_threads().update((i, t) for i, t in stored.items() if i in now)
-        self.db.on_commit(lambda: self._threads.put(stored.values()))
+        self._saved_thread_ids().update(stored)
+        self.db.on_commit(lambda: self._committed_threads(stored.values()))
 
     def _insert_threads(self, tx: Any, threads: Sequence[Thread]) -> None:
         """A plain insert of complete threads (every field set)."""
         if len(threads) <= VALUES_ROWS:
             params = [v for t in threads for v in (
-                t.id, t.resource_id, t.title, dumps(t.metadata), t.created_at, t.updated_at)]
-            tx.execute("INSERT INTO threads VALUES " + ", ".join([_THREAD_VALUES] * len(threads)), params)
+                t.id, t.resource_id, t.title, dumps(t.metadata), t.created_at, t.updated_at, self._seq)]
+            self.db.defer("INSERT INTO threads VALUES " + ", ".join([THREAD_VALUES] * len(threads)), params)
             return
-        tx.register("incoming_threads", _thread_table(threads, _now()))
+        tx.register("incoming_threads", thread_table(threads, _now(), self._seq))
         try:
             tx.execute("INSERT INTO threads SELECT * FROM incoming_threads")
         finally:
@@ -295,7 +267,8 @@ class DuckDBStorage:
             self._insert_threads(tx, list(made.values()))
             self._absent_threads().difference_update(made)
             self._written_threads().update(made)
-            self.db.on_commit(lambda: self._threads.put(made.values()))
+            self._saved_thread_ids().update(made)
+            self.db.on_commit(lambda: self._committed_threads(made.values()))
         return made
 
     def update_thread(self, thread_id: str, *, title: str | None = None,
@@ -319,11 +292,13 @@ class DuckDBStorage:
             tx.execute("DELETE FROM threads WHERE id = ?", [thread_id])
             self._forget_threads([thread_id])
             self.db.on_commit(lambda: self._unmirror_thread(thread_id))
+            self.db.on_commit(lambda: self._thread_ids.discard(thread_id))
 
     def list_threads(self, *, resource_id: str | None = None, metadata: Any = None, page: int = 0,
                      per_page: int | bool = 100, order_by: Mapping[str, str] | None = None) -> ThreadPage:
         check_thread_paging(page, per_page)
         field, direction = thread_order(order_by)
+        self._fold_touches()  # the threads table, as of now
         where, params = thread_filter_sql(validate_thread_filter(metadata))
         if resource_id is not None:
             where += " AND resource_id = ?"
@@ -340,7 +315,7 @@ class DuckDBStorage:
             [*params, limit, offset],
         ).fetchall()
         has_more = per_page is not False and offset + per_page < total
-        return ThreadPage([_thread(r) for r in rows], total, page, per_page, has_more)
+        return ThreadPage([thread_of(r) for r in rows], total, page, per_page, has_more)
 
     # ----------------------------------------------------------------------------- resources
 
@@ -404,7 +379,8 @@ class DuckDBStorage:
         ids, whole threads, or the whole threads of given ids), read from the database.
         Until the transaction deletes a message, the replica still answers for the ids and
         threads it has not written."""
-        if not (self.db.in_transaction and self.db.scratch.get("messages_written")):
+        if not (self.db.in_transaction and self.db.scratch.get("messages_written")) or not (
+                ids or threads or threads_of):
             return self.timeline
         if not self.db.scratch.get("messages_deleted") and (
                 (ids and self._unsaved.isdisjoint(ids)) or
@@ -415,7 +391,7 @@ class DuckDBStorage:
                  "thread_id IN (SELECT unnest(?))" if threads else
                  "thread_id IN (SELECT thread_id FROM messages WHERE id IN (SELECT unnest(?)))")
         rows = self.db.cursor().execute(
-            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {_PAYLOAD_SQL}, metadata "
+            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {PAYLOAD_SQL}, metadata "
             f"FROM messages WHERE {where}", [list(ids or threads or threads_of)]).fetchall()
         view.upsert_rows([r[:6] for r in rows], metadata_json=[r[6] for r in rows])
         return view.timeline
@@ -454,20 +430,26 @@ class DuckDBStorage:
                     stored.append(replace(m, created_at=from_micros(existing[3])))
             contents = [dumps(m.content.to_dict()) for m in stored]
             metadatas = [dumps(m.metadata) for m in stored]
-            sql = _UPSERT_MESSAGES if replacing else "INSERT INTO messages SELECT * FROM incoming"
+            now = _now()
+            # New messages touch their threads through their own rows (``saved_at``); replacing
+            # ones, whose rows keep their place, by a statement.
+            touched = set() if replacing else self._touch_lagging({m.thread_id for m in stored}, now)
+            saved_at = [now if m.thread_id in touched else None for m in stored]
+            sql = UPSERT_MESSAGES if replacing else "INSERT INTO messages SELECT * FROM incoming"
             if len(stored) <= VALUES_ROWS:  # a turn's few messages: bound values, no Arrow scan
-                params = [v for m, seq, c, md in zip(stored, seqs, contents, metadatas) for v in (
+                params = [v for m, seq, c, md, at in zip(stored, seqs, contents, metadatas, saved_at) for v in (
                     m.id, m.thread_id, m.resource_id, m.role, m.type, c, md, to_micros(m.created_at),
-                    seq)]
-                values = "VALUES " + ", ".join([_MESSAGE_VALUES] * len(stored))
-                tx.execute(sql.replace("SELECT * FROM incoming", values), params)
+                    seq, at)]
+                values = "VALUES " + ", ".join([MESSAGE_VALUES] * len(stored))
+                self.db.defer(sql.replace("SELECT * FROM incoming", values), params)
             else:
-                tx.register("incoming", _message_table(stored, seqs, contents, metadatas))
+                tx.register("incoming", message_table(stored, seqs, contents, metadatas, saved_at))
                 try:
                     tx.execute(sql)
                 finally:
                     tx.unregister("incoming")
-            self._touch_threads(tx, {m.thread_id for m in stored})
+            if replacing:
+                self._touch_threads(tx, {m.thread_id for m in stored})
             payloads = [payload(m.role, m.type, c, md) for m, c, md in zip(stored, contents, metadatas)]
             self.db.on_commit(lambda: self._mirror(stored, seqs, payloads))
         return stored
@@ -511,7 +493,7 @@ class DuckDBStorage:
 
     def scan_messages(self, batch: int = 50_000) -> Iterator[list[MessageRow]]:
         reader = self.db.cursor().sql(
-            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {_PAYLOAD_SQL} "
+            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {PAYLOAD_SQL} "
             "FROM messages ORDER BY seq"
         ).to_arrow_reader(batch)
         for chunk in reader:
@@ -537,21 +519,87 @@ class DuckDBStorage:
         if not thread_ids:
             return
         now = _now()
-        if len(thread_ids) == 1:  # the usual turn: one thread, a point update
-            (thread_id,) = thread_ids
-            tx.execute("UPDATE threads SET updated_at = ? WHERE id = ?", [now, thread_id])
-        else:
-            tx.execute("UPDATE threads SET updated_at = ? WHERE id IN (SELECT unnest(?))",
-                       [now, sorted(thread_ids)])
+        tx.execute("UPDATE threads SET updated_at = ?, folded_seq = ? WHERE id IN (SELECT unnest(?))",
+                   [now, self._seq, sorted(thread_ids)])
+        self._saved_thread_ids().update(thread_ids)
+        for thread_id in thread_ids:
+            self._tx_touches().pop(thread_id, None)
         touched = {t.id: Thread(t.id, t.resource_id, t.title, t.metadata, t.created_at, now)
                    for t in self.get_threads(thread_ids).values()}  # not replace(): far slower
         written.update(touched)
-        self.db.on_commit(lambda: self._threads.put(touched.values()))
+
+        def committed() -> None:
+            self._threads.put(touched.values())
+            for thread_id in thread_ids:
+                self._lagging.pop(thread_id, None)
+        self.db.on_commit(committed)
+
+    def _touch_lagging(self, thread_ids: set[str], now: datetime) -> set[str]:
+        """Set ``updated_at = now`` on these threads without a statement: the messages saved
+        to them record it, and the threads table takes it when touches are folded. Returns the
+        threads touched (those the open transaction has not written already)."""
+        written = self._written_threads()
+        touched = {t.id: Thread(t.id, t.resource_id, t.title, t.metadata, t.created_at, now)
+                   for t in self.get_threads(thread_ids - written.keys()).values()}
+        if not touched:
+            return set()
+        written.update(touched)
+        self._tx_touches().update(dict.fromkeys(touched, now))
+
+        def committed() -> None:
+            self._threads.put(touched.values())
+            self._lagging.update(dict.fromkeys(touched, now))
+        self.db.on_commit(committed)
+        return set(touched)
+
+    def _fold_touches(self) -> None:
+        """Write the lagging thread touches into the threads table (one statement, in the
+        open transaction or one of its own)."""
+        if not self._lagging and not (self.db.in_transaction and self._tx_touches()):
+            return
+        with self.db.transaction() as tx:
+            saved = self._saved_thread_ids()
+            due = {i: at for i, at in self._lagging.items() if i not in saved}
+            due.update(self._tx_touches())
+            if not due:
+                return
+            ids = list(due)
+            tx.execute(FOLD_TOUCHES, [self._seq, ids, [due[i] for i in ids]])
+            self._tx_touches().clear()
+            saved.update(ids)
+
+            def committed() -> None:
+                for thread_id in ids:
+                    if self._lagging.get(thread_id) == due[thread_id]:
+                        del self._lagging[thread_id]
+            self.db.on_commit(committed)
+
+    def _current(self, thread: Thread, saved: set[str]) -> Thread:
+        """A thread read from the threads table, with its lagging touch (unless the open
+        transaction wrote the row, which is then current)."""
+        at = self._lagging.get(thread.id)
+        if at is None or thread.id in saved:
+            return thread
+        return Thread(thread.id, thread.resource_id, thread.title, thread.metadata, thread.created_at, at)
+
+    def _tx_touches(self) -> dict[str, datetime]:
+        """Touches the open transaction made without a statement, by thread id."""
+        return self.db.scratch.setdefault("touches", {}) if self.db.in_transaction else {}
 
     def _written_threads(self) -> dict[str, Thread]:
         """Threads as the open transaction wrote them (created or touched), by id. Its reads
         see them; the cache gets them only once it commits."""
         return self.db.scratch.setdefault("written_threads", {}) if self.db.in_transaction else {}
+
+    def _saved_thread_ids(self) -> set[str]:
+        """Ids of the threads the open transaction inserted or replaced (lookups of other ids
+        not yet committed need no query: they do not exist)."""
+        return self.db.scratch.setdefault("saved_thread_ids", set()) if self.db.in_transaction else set()
+
+    def _committed_threads(self, threads: Iterable[Thread]) -> None:
+        threads = list(threads)
+        self._threads.put(threads)
+        self._thread_ids.update(t.id for t in threads)
 
     def _absent_threads(self) -> set[str]:
         """Ids the open transaction looked up and found missing, and has not written since:
@@ -563,10 +611,17 @@ class DuckDBStorage:
         ids = list(thread_ids)
         self._threads.drop(ids)
         written = self._written_threads()
+        touches = self._tx_touches()
         self._absent_threads().difference_update(ids)
         for thread_id in ids:
             written.pop(thread_id, None)
-        self.db.on_commit(lambda: self._threads.drop(ids))
+            touches.pop(thread_id, None)
+
+        def committed() -> None:
+            self._threads.drop(ids)
+            for thread_id in ids:
+                self._lagging.pop(thread_id, None)
+        self.db.on_commit(committed)
 
     def _mirror(self, messages: Sequence[Message], seqs: Sequence[int], payloads: list[str]) -> None:
         self.replica.upsert(messages, seqs, payloads)
@@ -576,49 +631,14 @@ class DuckDBStorage:
 
     def _load_replica(self, batch: int = 100_000) -> None:
         self._seq = self.db.fetch_one("SELECT coalesce(max(seq), 0) FROM messages")[0]
+        self._thread_ids.update(r[0] for r in self.db.cursor().execute("SELECT id FROM threads").fetchall())
         reader = self.db.cursor().sql(
-            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {_PAYLOAD_SQL}, metadata "
+            f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {PAYLOAD_SQL}, metadata "
             "FROM messages ORDER BY seq"
         ).to_arrow_reader(batch)
         for chunk in reader:
             columns = [chunk.column(i).to_pylist() for i in range(7)]
             self.replica.upsert_rows(list(zip(*columns[:6])), metadata_json=columns[6])
-
-
-def _message_table(messages: Sequence[Message], seqs: Sequence[int], contents: list[str],
-                   metadatas: list[str]) -> pa.Table:
-    return pa.table({
-        "id": [m.id for m in messages],
-        "thread_id": [m.thread_id for m in messages],
-        "resource_id": pa.array([m.resource_id for m in messages], pa.string()),
-        "role": [m.role for m in messages],
-        "type": [m.type for m in messages],
-        "content": contents,
-        "metadata": metadatas,
-        "created_at": pa.array([to_micros(m.created_at) for m in messages], pa.timestamp("us", tz="UTC")),
-        "seq": pa.array(seqs, pa.int64()),
-    })
-
-
-def _thread_table(threads: Sequence[Thread], now: datetime) -> pa.Table:
-    return pa.table({
-        "id": [t.id for t in threads],
-        "resource_id": [t.resource_id for t in threads],
-        "title": [t.title or "" for t in threads],
-        "metadata": [dumps(t.metadata or {}) for t in threads],
-        "created_at": pa.array([t.created_at or now for t in threads], pa.timestamp("us", tz="UTC")),
-        "updated_at": pa.array([t.updated_at or now for t in threads], pa.timestamp("us", tz="UTC")),
-    })
-
-
-def _thread(row: Sequence[Any]) -> Thread:
-    return Thread(
-        id=row[0], resource_id=row[1], title=row[2], metadata=json.loads(row[3]),
-        created_at=to_utc(row[4]), updated_at=to_utc(row[5]),
-    )
-
-
-
 
 
 def _key(path: str | Path) -> str | None:

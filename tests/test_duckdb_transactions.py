@@ -1,0 +1,192 @@
+"""DuckDB transactions: BEGIN sent before the first statement, deferred writes, auto-commit of
+a transaction whose only statement is a deferred write."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import duckdb
+import pytest
+from conftest import kill_after_acks
+
+from threadrecall import Memory
+from threadrecall.storage import DuckDBStorage
+from threadrecall.storage.duckdb import Database
+
+
+@pytest.fixture
+def db(tmp_path):
+    database = Database(tmp_path / "t.duckdb")
+    with database.transaction() as tx:
+        tx.execute("CREATE TABLE t (x INTEGER PRIMARY KEY)")
+    yield database
+    database.close()
+
+
+def values(db: Database) -> list[int]:
+    return [r[0] for r in db.cursor().execute("SELECT x FROM t ORDER BY x").fetchall()]
+
+
+def test_a_transaction_reads_its_deferred_writes(db):
+    with db.transaction() as tx:
+        db.defer("INSERT INTO t VALUES (?)", [1])
+        assert tx.execute("SELECT count(*) FROM t").fetchall() == [(1,)]
+        db.defer("INSERT INTO t VALUES (?)", [2])
+    assert values(db) == [1, 2]
+
+
+def test_a_failing_deferred_write_rolls_back_the_whole_transaction(db):
+    with db.transaction():
+        db.defer("INSERT INTO t VALUES (?)", [1])
+    with pytest.raises(duckdb.ConstraintException), db.transaction() as tx:
+        tx.execute("INSERT INTO t VALUES (2)")
+        db.defer("INSERT INTO t VALUES (?)", [1])  # a duplicate: raises when the transaction ends
+    assert values(db) == [1]
+    with pytest.raises(duckdb.ConstraintException), db.transaction():
+        db.defer("INSERT INTO t VALUES (?)", [1])  # alone: raises from its auto-commit
+    assert values(db) == [1]
+
+
+def test_commit_callbacks_run_only_once_a_lone_deferred_write_has_committed(db):
+    seen = []
+    with pytest.raises(duckdb.ConstraintException), db.transaction():
+        db.defer("INSERT INTO t VALUES (?)", [5])
+        db.defer("INSERT INTO t VALUES (?)", [5])
+        db.on_commit(lambda: seen.append("bad"))
+    with db.transaction():
+        db.defer("INSERT INTO t VALUES (?)", [6])
+        db.on_commit(lambda: seen.append(values(db)))
+    assert seen == [[6]]
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from threadrecall import Memory
+    from threadrecall.storage import DuckDBStorage
+
+    memory = Memory(storage=DuckDBStorage(sys.argv[1]))
+    memory.create_thread("r1", thread_id="t1")
+    n = 0
+    while True:  # one message per save: a lone deferred insert, auto-committed
+        memory.save_messages([{"id": f"m{n}", "thread_id": "t1", "role": "user", "content": f"m {n}"}])
+        print(n, flush=True)
+        n += 1
+    """
+)
+
+
+def test_sigkill_keeps_every_acknowledged_one_message_save(tmp_path):
+    db = tmp_path / "crash.duckdb"
+    acked = kill_after_acks(WRITER, db, 40)
+    memory = Memory(storage=DuckDBStorage(db))
+    ids = [m.id for m in memory.recall("t1", per_page=False).messages]
+    assert len(ids) >= acked + 1
+    assert ids == [f"m{n}" for n in range(len(ids))]
+
+
+def test_an_empty_transaction_sends_nothing(db):
+    with db.transaction() as tx:
+        assert not tx.begun
+    with db.transaction() as tx:
+        db.defer("INSERT INTO t VALUES (?)", [4])
+        assert not tx.begun  # nothing has run yet
+    assert values(db) == [4]
+
+
+def run_then_kill(script: str, db) -> list[str]:
+    """Run ``script`` on ``db`` in a child Python; SIGKILL it once it prints ``done``; return
+    the lines it printed before."""
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), str(db)],
+                             stdout=subprocess.PIPE, text=True)
+    lines = []
+    for line in child.stdout:
+        if line.strip() == "done":
+            break
+        lines.append(line.strip())
+    else:
+        raise AssertionError("the child died on its own")
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    return lines
+
+
+def test_thread_touches_of_a_killed_process_are_recovered_on_open(tmp_path):
+    """Saves set ``updated_at`` through the message rows; a process killed before folding them
+    into the threads table leaves them to the next open, which reads them back exactly, and a
+    later write of the thread itself (an older ``updated_at``) is not overridden by them."""
+    db = tmp_path / "touch.duckdb"
+    printed = run_then_kill("""
+        import sys
+        from datetime import datetime, timezone
+        from threadrecall import Memory, Thread
+        from threadrecall.storage import DuckDBStorage
+
+        memory = Memory(storage=DuckDBStorage(sys.argv[1]))
+        for t in ("a", "b", "c"):
+            memory.create_thread("r1", thread_id=t)
+            for n in range(3):
+                memory.save_messages([{"thread_id": t, "role": "user", "content": f"{t}{n}"}])
+        old = datetime(2020, 1, 2, tzinfo=timezone.utc)
+        b = memory.get_thread_by_id("b")
+        memory.storage.save_thread(Thread(b.id, b.resource_id, "renamed", {}, b.created_at, old))
+        with memory.transaction():  # a touch, then the thread's own write: the write is current
+            memory.save_messages([{"thread_id": "c", "role": "user", "content": "c3"}])
+            c = memory.get_thread_by_id("c")
+            memory.storage.save_thread(Thread(c.id, c.resource_id, "named", {}, c.created_at, old))
+        for t in ("a", "b", "c"):
+            print(memory.get_thread_by_id(t).updated_at.isoformat(), flush=True)
+        print("done", flush=True)
+        import time
+        time.sleep(60)
+        """, db)
+    memory = Memory(storage=DuckDBStorage(db))
+    got = [memory.get_thread_by_id(t).updated_at.isoformat() for t in ("a", "b", "c")]
+    assert got == printed
+    assert got[1] == got[2] == "2020-01-02T00:00:00+00:00"
+    assert memory.get_thread_by_id("a").updated_at > memory.get_thread_by_id("a").created_at
+    listed = memory.list_threads(resource_id="r1", order_by={"field": "updated_at", "direction": "DESC"})
+    assert [t.id for t in listed.threads] == ["a", "c", "b"]  # b and c tie: by id, descending
+    assert [t.updated_at.isoformat() for t in sorted(listed.threads, key=lambda t: t.id)] == printed
+
+
+def test_listing_threads_orders_by_the_touches_not_yet_folded(tmp_path):
+    memory = Memory(storage=DuckDBStorage(tmp_path / "order.duckdb"))
+    for t in ("x", "y", "z"):
+        memory.create_thread("r1", thread_id=t)
+    for t in ("z", "x", "y"):
+        memory.save_messages([{"thread_id": t, "role": "user", "content": t}])
+    order = {"field": "updated_at", "direction": "DESC"}
+    assert [t.id for t in memory.list_threads(resource_id="r1", order_by=order).threads] == ["y", "x", "z"]
+    with memory.transaction():  # a touch of the open transaction, listed inside it
+        memory.save_messages([{"thread_id": "z", "role": "user", "content": "again"}])
+        assert [t.id for t in memory.list_threads(resource_id="r1", order_by=order).threads] == ["z", "y", "x"]
+    assert [t.id for t in memory.list_threads(resource_id="r1", order_by=order).threads] == ["z", "y", "x"]
+    memory.storage.close()
+
+
+def test_a_database_of_the_schema_before_touch_rows_opens_with_its_threads_as_they_were(tmp_path):
+    from threadrecall.storage.duckdb.schema import MIGRATIONS
+
+    path = tmp_path / "old.duckdb"
+    old = Database(path)
+    old.migrate("memory", MIGRATIONS[:1])
+    with old.transaction() as tx:
+        tx.execute("INSERT INTO threads VALUES ('t1', 'r1', 'T', '{}', '2021-01-01 00:00:00+00', "
+                   "'2021-06-01 00:00:00+00')")
+        tx.execute("INSERT INTO messages VALUES ('m1', 't1', 'r1', 'user', 'text', "
+                   "'{\"format\": 2, \"parts\": [{\"type\": \"text\", \"text\": \"hi\"}]}', '{}', "
+                   "'2021-01-01 00:00:00+00', 1)")
+    old.close()
+    memory = Memory(storage=DuckDBStorage(path))
+    thread = memory.get_thread_by_id("t1")
+    assert (thread.title, thread.updated_at.isoformat()) == ("T", "2021-06-01T00:00:00+00:00")
+    assert [m.text for m in memory.recall("t1").messages] == ["hi"]
+    memory.save_messages([{"thread_id": "t1", "role": "user", "content": "new"}])
+    assert memory.get_thread_by_id("t1").updated_at.year > 2021
+    assert [m.text for m in memory.recall("t1").messages] == ["hi", "new"]
+    memory.storage.close()
