@@ -34,9 +34,11 @@ _LOG = """,
 # each statement) gives each the created_at and seq it keeps when it already exists.
 _INCOMING = """
     WITH incoming AS (
-        SELECT * FROM unnest(%(ids)s::text[], %(threads)s::text[], %(resources)s::text[],
-                             %(roles)s::text[], %(types)s::text[], %(contents)s::text[],
-                             %(metadatas)s::text[], %(filters)s::jsonb[], %(times)s::bigint[])
+        SELECT * FROM unnest((SELECT %(ids)s::text[]), (SELECT %(threads)s::text[]),
+                             (SELECT %(resources)s::text[]), (SELECT %(roles)s::text[]),
+                             (SELECT %(types)s::text[]), (SELECT %(contents)s::text[]),
+                             (SELECT %(metadatas)s::text[]), (SELECT %(filters)s::jsonb[]),
+                             (SELECT %(times)s::bigint[]))
             WITH ORDINALITY AS i(id, thread_id, resource_id, role, type, content, metadata, filter,
                                  created_at, ord)
     ),"""
@@ -68,7 +70,7 @@ SAVE_MESSAGES = _logged(
         ORDER BY i.ord
     ),
 """ + _INSERT + """,
-    touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id = ANY(%(touched)s::text[]))""",
+    touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id = ANY((SELECT %(touched)s::text[])::text[]))""",
     "SELECT id, created_at, seq FROM ins",
     rows="ins", kind="u", ref="ins.id",
 )
@@ -113,7 +115,7 @@ SAVE_TURN = _logged(
 
 DELETE_MESSAGES = _logged(
     """
-    WITH gone AS (DELETE FROM {s}.messages WHERE id = ANY(%(ids)s::text[]) RETURNING id, thread_id),
+    WITH gone AS (DELETE FROM {s}.messages WHERE id = ANY((SELECT %(ids)s::text[])::text[]) RETURNING id, thread_id),
     touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id IN (SELECT thread_id FROM gone))""",
     "SELECT id FROM gone",
     rows="gone", kind="d", ref="gone.id",
@@ -130,7 +132,8 @@ DELETE_THREAD = _logged(
 
 FLUSH_CHANGES = """
     INSERT INTO {s}.changes (position, kind, ref)
-    SELECT """ + _XID + """, c.kind, c.ref FROM unnest(%(kinds)s::text[], %(refs)s::text[]) AS c(kind, ref)
+    SELECT """ + _XID + """, c.kind, c.ref
+    FROM unnest((SELECT %(kinds)s::text[]), (SELECT %(refs)s::text[])) AS c(kind, ref)
 """
 
 # What the transactions at or above a watermark wrote, leaving out those the reader already
