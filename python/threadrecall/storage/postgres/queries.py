@@ -30,17 +30,15 @@ _LOG = """,
 """
 
 
-# Messages as they arrive (parallel arrays, in order), and their insert: ``fresh`` (defined by
-# each statement) gives each the created_at and seq it keeps when it already exists.
+# Messages as they arrive (one JSON array of rows, in order; the JSON columns as strings, so
+# their exact text is kept), and their insert: ``fresh`` (defined by each statement) gives
+# each the created_at and seq it keeps when it already exists.
 _INCOMING = """
     WITH incoming AS (
-        SELECT * FROM unnest((SELECT %(ids)s::text[]), (SELECT %(threads)s::text[]),
-                             (SELECT %(resources)s::text[]), (SELECT %(roles)s::text[]),
-                             (SELECT %(types)s::text[]), (SELECT %(contents)s::text[]),
-                             (SELECT %(metadatas)s::text[]), (SELECT %(filters)s::jsonb[]),
-                             (SELECT %(times)s::bigint[]))
-            WITH ORDINALITY AS i(id, thread_id, resource_id, role, type, content, metadata, filter,
-                                 created_at, ord)
+        SELECT r->>0 AS id, r->>1 AS thread_id, r->>2 AS resource_id, r->>3 AS role, r->>4 AS type,
+               r->>5 AS content, r->>6 AS metadata, (r->>7)::jsonb AS filter,
+               (r->>8)::bigint AS created_at, ord
+        FROM jsonb_array_elements((SELECT %(rows)s::jsonb)) WITH ORDINALITY AS i(r, ord)
     ),"""
 _INSERT = """
     ins AS (
