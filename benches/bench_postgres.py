@@ -7,7 +7,8 @@ default durability: fsync and synchronous commit on), bulk-loaded with COPY: ``s
 messages over ``size/100`` threads in arrival order, so a thread's rows are scattered over the
 table as in a live service. Every path and its SQL peer run interleaved, call by call, on the
 same threads; the report gives p50/p95 in µs and the ratio of p50s. A markdown table goes to
-``benches/results/postgres.md``.
+``benches/results/postgres.md``. On 2 cores a run takes about 1.5 minutes at 100,000 messages
+and 2 more at 1,000,000 (45 s of it loading).
 """
 
 from __future__ import annotations

@@ -81,3 +81,59 @@ def test_writes_prune_the_feed_as_they_go(pg_dsn, pg_schema):
     assert entries(pg_dsn, pg_schema) <= 10 + 5
     assert store.changes_since(store.changes_since(0).position - 3).upserted
     store.close()
+
+
+def test_a_feed_numbered_by_the_former_counter_migrates_and_misses_nothing(pg_dsn, pg_schema):
+    from threadrecall.storage.postgres.schema import MIGRATIONS, migrate
+
+    ident = sql.Identifier(pg_schema)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # the schema and rows as they were
+        migrate(conn, pg_schema, steps=MIGRATIONS[:2])
+        conn.execute(sql.SQL("INSERT INTO {}.threads (id, resource_id, created_at, updated_at) "
+                             "VALUES ('t1', 'r1', now(), now())").format(ident))
+        conn.execute(sql.SQL("INSERT INTO {}.messages (id, thread_id, resource_id, role, content, created_at, seq) "
+                             "VALUES ('m0', 't1', 'r1', 'user', '{{\"text\":\"old\"}}', 0, 1), "
+                             "('m9', 't1', 'r1', 'user', '{{\"text\":\"kept\"}}', 1, 2)").format(ident))
+        conn.execute(sql.SQL("INSERT INTO {}.changes (position, n, kind, ref) VALUES "
+                             "(1, 0, 'u', 'm0'), (2, 0, 'u', 'm9')").format(ident))
+        conn.execute(sql.SQL("UPDATE {}.feed SET position = 2").format(ident))
+    store = PostgresStorage(pg_dsn, schema=pg_schema)
+    old = held(store)  # a replica from the beginning reads the entries numbered the old way
+    assert set(old) == {"m0", "m9"} and "old" in old["m0"] and not store.changes_since(0).reset
+    position = store.replica.position
+    store.save_messages([msg(1)])
+    store.delete_messages(["m0"])
+    later = store.changes_since(position)
+    assert [r[0] for r in later.upserted] == ["m1"] and later.deleted == ["m0"] and not later.reset
+    assert set(held(store)) == {"m1", "m9"}
+    with psycopg.connect(pg_dsn) as conn:
+        version = conn.execute(sql.SQL("SELECT version FROM {}.schema_version").format(ident)).fetchone()[0]
+    assert version == len(MIGRATIONS)
+    store.close()
+
+
+def test_a_transaction_that_commits_after_a_newer_one_reaches_the_reader_once(pg_dsn, pg_schema):
+    import threading
+
+    store = PostgresStorage(pg_dsn, schema=pg_schema)
+    store.save_threads([Thread("t1", "r1"), Thread("t2", "r1")])
+    written, release = threading.Event(), threading.Event()
+
+    def slow() -> None:
+        with store.transaction():  # takes its transaction id first, commits last
+            store.save_messages([msg(1)])
+            written.set()
+            release.wait(30)
+
+    older = threading.Thread(target=slow)
+    older.start()
+    assert written.wait(30)
+    store.save_messages([msg(2, thread="t2")])  # a newer transaction, committed first
+    first = store.changes_since(0)
+    assert [r[0] for r in first.upserted] == ["m2"]
+    release.set()
+    older.join()
+    second = store.changes_since(first.position)
+    assert [r[0] for r in second.upserted] == ["m1"]  # not skipped, and m2 not handed out again
+    assert not store.changes_since(second.position)
+    store.close()

@@ -23,23 +23,23 @@ MESSAGE_COLUMNS = ("m.id, m.thread_id, m.resource_id, m.created_at, m.seq, "
                    " || ',\"content\":' || m.content || ',\"metadata\":' || m.metadata || '}'")
 THREAD_COLUMNS = "id, resource_id, title, metadata, created_at, updated_at"
 
-# The feed entry of a write: the next position, taken last (its row lock is held to the commit).
+# The feed entries of a write, under the writing transaction's id (no shared row is touched:
+# concurrent writers never wait for each other here).
+_XID = "pg_current_xact_id()::text::bigint"
 _LOG = """,
-    pos AS (UPDATE {{s}}.feed SET position = position + 1 WHERE EXISTS (SELECT 1 FROM {rows}) RETURNING position),
-    log AS (INSERT INTO {{s}}.changes (position, n, kind, ref)
-            SELECT pos.position, 0, '{kind}', {ref} FROM pos, {rows})
+    log AS (INSERT INTO {{s}}.changes (position, kind, ref) SELECT """ + _XID + """, '{kind}', {ref} FROM {rows})
 """
 
 
-# Messages as they arrive (parallel arrays, in order), and their insert: ``fresh`` (defined by
-# each statement) gives each the created_at and seq it keeps when it already exists.
+# Messages as they arrive (one JSON array of rows, in order; the JSON columns as strings, so
+# their exact text is kept), and their insert: ``fresh`` (defined by each statement) gives
+# each the created_at and seq it keeps when it already exists.
 _INCOMING = """
     WITH incoming AS (
-        SELECT * FROM unnest(%(ids)s::text[], %(threads)s::text[], %(resources)s::text[],
-                             %(roles)s::text[], %(types)s::text[], %(contents)s::text[],
-                             %(metadatas)s::text[], %(filters)s::jsonb[], %(times)s::bigint[])
-            WITH ORDINALITY AS i(id, thread_id, resource_id, role, type, content, metadata, filter,
-                                 created_at, ord)
+        SELECT r->>0 AS id, r->>1 AS thread_id, r->>2 AS resource_id, r->>3 AS role, r->>4 AS type,
+               r->>5 AS content, r->>6 AS metadata, (r->>7)::jsonb AS filter,
+               (r->>8)::bigint AS created_at, ord
+        FROM jsonb_array_elements((SELECT %(rows)s::jsonb)) WITH ORDINALITY AS i(r, ord)
     ),"""
 _INSERT = """
     ins AS (
@@ -69,7 +69,7 @@ SAVE_MESSAGES = _logged(
         ORDER BY i.ord
     ),
 """ + _INSERT + """,
-    touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id = ANY(%(touched)s::text[]))""",
+    touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id = ANY((SELECT %(touched)s::text[])::text[]))""",
     "SELECT id, created_at, seq FROM ins",
     rows="ins", kind="u", ref="ins.id",
 )
@@ -114,7 +114,7 @@ SAVE_TURN = _logged(
 
 DELETE_MESSAGES = _logged(
     """
-    WITH gone AS (DELETE FROM {s}.messages WHERE id = ANY(%(ids)s::text[]) RETURNING id, thread_id),
+    WITH gone AS (DELETE FROM {s}.messages WHERE id = ANY((SELECT %(ids)s::text[])::text[]) RETURNING id, thread_id),
     touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id IN (SELECT thread_id FROM gone))""",
     "SELECT id FROM gone",
     rows="gone", kind="d", ref="gone.id",
@@ -130,38 +130,52 @@ DELETE_THREAD = _logged(
 )
 
 FLUSH_CHANGES = """
-    WITH pos AS (UPDATE {s}.feed SET position = position + 1 RETURNING position)
-    INSERT INTO {s}.changes (position, n, kind, ref)
-    SELECT pos.position, c.n, c.kind, c.ref
-    FROM pos, unnest(%(kinds)s::text[], %(refs)s::text[]) WITH ORDINALITY AS c(kind, ref, n)
+    INSERT INTO {s}.changes (position, kind, ref)
+    SELECT """ + _XID + """, c.kind, c.ref
+    FROM unnest((SELECT %(kinds)s::text[]), (SELECT %(refs)s::text[])) AS c(kind, ref)
 """
 
-# Each id's last change after the position, up to the feed's head, and the rows upserted.
+# What the transactions at or above a watermark wrote, leaving out those the reader already
+# has (``known``), in one snapshot: an 'h' row (the snapshot's watermark, and 1 when the feed
+# does not reach back to the position: pruned, or the position is not of this feed), an 'a'
+# row per transaction at or above the new watermark that committed (the reader has them after
+# this call), 't' per deleted thread, 'd' per deleted id still gone, and 'u' per changed
+# message as it is now, including those of deleted threads (a thread written again after its
+# deletion).
+_WATERMARK = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 CHANGES_SINCE = """
-    WITH head AS (SELECT position FROM {s}.feed),
-    horizon AS (SELECT position FROM {s}.feed_horizon),
-    ch AS (SELECT c.position, c.n, c.kind, c.ref FROM {s}.changes c
-           WHERE c.position > %(position)s AND c.position <= (SELECT position FROM head)),
-    latest AS (SELECT DISTINCT ON (ref) ref, kind FROM ch WHERE kind <> 't'
-               ORDER BY ref, position DESC, n DESC)
-    SELECT 'h', NULL::text, NULL::text, NULL::text, (SELECT position FROM horizon),
-           (SELECT position FROM head), NULL::text
+    WITH head AS MATERIALIZED (SELECT """ + _WATERMARK + """ AS position),
+    ch AS MATERIALIZED (SELECT c.kind, c.ref FROM {s}.changes c
+           WHERE c.position >= %(position)s AND c.position <> ALL(%(known)s::bigint[])),
+    refs AS MATERIALIZED (SELECT ref, bool_or(kind = 'd') AS deleted FROM ch WHERE kind <> 't' GROUP BY ref),
+    threads AS MATERIALIZED (SELECT DISTINCT ref FROM ch WHERE kind = 't')
+    SELECT 'h', NULL::text, NULL::text, NULL::text, head.position,
+           (%(position)s > head.position OR %(position)s < (SELECT position FROM {s}.feed_horizon)
+            OR (%(position)s <> 0 AND %(position)s < (SELECT position FROM {s}.feed)))::int::bigint,
+           NULL::text
+    FROM head
     UNION ALL
-    SELECT DISTINCT 't', ref, NULL, NULL, NULL::bigint, NULL::bigint, NULL FROM ch WHERE kind = 't'
+    SELECT DISTINCT 'a', NULL, NULL, NULL, c.position, NULL::bigint, NULL
+    FROM {s}.changes c WHERE c.position >= (SELECT position FROM head)
     UNION ALL
-    SELECT 'd', ref, NULL, NULL, NULL::bigint, NULL::bigint, NULL FROM latest WHERE kind = 'd'
+    SELECT 't', ref, NULL, NULL, NULL, NULL, NULL FROM threads
     UNION ALL
-    SELECT 'u', """ + MESSAGE_COLUMNS + """
-    FROM latest JOIN {s}.messages m ON m.id = latest.ref WHERE latest.kind = 'u'
+    SELECT 'd', ref, NULL, NULL, NULL, NULL, NULL FROM refs r
+    WHERE r.deleted AND NOT EXISTS (SELECT 1 FROM {s}.messages m WHERE m.id = r.ref)
+    UNION ALL
+    SELECT 'u', """ + MESSAGE_COLUMNS + """ FROM {s}.messages m WHERE m.id IN (SELECT ref FROM refs)
+    UNION ALL
+    SELECT 'u', """ + MESSAGE_COLUMNS + """ FROM {s}.messages m
+    WHERE m.thread_id IN (SELECT ref FROM threads) AND NOT EXISTS (SELECT 1 FROM refs WHERE refs.ref = m.id)
 """
 
-# Drop the entries more than ``keep`` positions behind the head, moving the horizon up to them
-# in the same transaction (readers see both or neither).
+# Drop the entries more than ``keep`` positions below the watermark, moving the horizon up to
+# them in the same transaction (readers see both or neither).
 PRUNE_CHANGES = """
     WITH horizon AS (
-        UPDATE {s}.feed_horizon SET position = greatest(position, (SELECT position FROM {s}.feed) - %(keep)s)
+        UPDATE {s}.feed_horizon SET position = greatest(position, """ + _WATERMARK + """ - %(keep)s)
         RETURNING position)
-    DELETE FROM {s}.changes WHERE position <= (SELECT position FROM horizon)
+    DELETE FROM {s}.changes WHERE position < (SELECT position FROM horizon)
 """
 
 GET_MESSAGES = f"SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m WHERE m.id = ANY(%(ids)s::text[])"

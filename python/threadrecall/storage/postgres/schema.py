@@ -10,11 +10,14 @@ key order and large floats survive), plus ``filter``: the JSONB containment form
 metadata's top-level scalars (see ``containment``). ``created_at`` of a message is in
 microseconds since the epoch, as recall's bounds and rows are.
 
-The change feed: each transaction that writes messages appends rows to ``changes`` under one
-position taken from the single row of ``feed`` just before it commits. Taking it locks that
-row until the commit, so positions are handed out in commit order, and a reader that sees
-``feed.position = p`` sees every change at or below ``p``. Old entries are pruned up to
-``feed_horizon.position``; a reader whose position lies behind it rebuilds from a scan.
+The change feed: each transaction that writes messages appends rows to ``changes`` under its
+own transaction id (``position``); writers share no row, so they never wait for each other
+there. A reader's position is a watermark, the ``xmin`` of a snapshot it read in: every
+transaction below it had ended by then, so a reader that has read every entry committed at or
+above its position in each later snapshot misses no commit, whatever order transactions commit
+in. ``feed.position`` is the watermark at which this feed began (a position below it comes
+from another incarnation of the schema). Old entries are pruned below ``feed_horizon.position``;
+a reader whose position lies below it rebuilds from a scan.
 """
 
 from __future__ import annotations
@@ -82,6 +85,13 @@ MIGRATIONS: list[str] = [
         position BIGINT NOT NULL
     );
     INSERT INTO {s}.feed_horizon (position) VALUES (0);
+    """,
+    # Feed positions become transaction ids (no counter row locked to the commit): the entries
+    # numbered the former way count as older than any transaction, and the feed begins here.
+    """
+    UPDATE {s}.changes SET position = 0;
+    ALTER TABLE {s}.changes DROP COLUMN n;
+    UPDATE {s}.feed SET position = pg_snapshot_xmin(pg_current_snapshot())::text::bigint;
     """,
 ]
 

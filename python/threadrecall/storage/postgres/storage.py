@@ -5,7 +5,7 @@ committed before it began. Outside ``transaction()`` a call is one statement on 
 connection in autocommit mode (one round trip); inside, every call of the thread runs on the
 transaction's connection and sees its writes. Recall's reads (``page``, ``window``) are single
 statements with the semantics of the core's ``Timeline``, and message writes feed the change
-feed (``changes_since``) in the same transaction.
+feed (``changes_since``) in the same transaction, under its transaction id.
 """
 
 from __future__ import annotations
@@ -112,6 +112,10 @@ class PostgresStorage:
             weakref.WeakKeyDictionary())
         self._replica: Replica | None = None
         self._replica_lock = threading.Lock()
+        self._feed_lock = threading.Lock()
+        # The last watermark ``changes_since`` returned, with the transactions above it that it
+        # had already handed out.
+        self._ahead: tuple[int, frozenset[int]] = (-1, frozenset())
         self._pages: dict[tuple[Any, ...], str] = {}
         self._thread_pages: dict[tuple[Any, ...], str] = {}
 
@@ -545,12 +549,27 @@ class PostgresStorage:
     # ----------------------------------------------------------------------------- change feed
 
     def changes_since(self, position: int) -> Changes:
-        """The message writes committed after ``position`` (0: since the beginning), up to the
-        feed's head: each id's last change only, rows as they are now. Committed state only,
-        even when called inside a transaction."""
-        rows = self._committed(self._sql["CHANGES_SINCE"], {"position": position}, rows=True)
-        head, horizon = next((r[5], r[4]) for r in rows if r[0] == "h")
-        if position > head or position < horizon:  # recreated, or pruned past this reader
+        """The message writes of the transactions that committed at or above ``position`` (0:
+        since the beginning) and that this object has not already handed out on the way to
+        it: each id's state as it is now. Committed state only, even when called inside a
+        transaction.
+
+        The position returned is a watermark: every transaction below it had ended when the
+        feed was read, so nothing that commits later can land below it. The transactions
+        above it that had already committed are remembered, for the next call from that
+        position only, so they are handed out once; any other position gets them again
+        (harmless: rows are as they are now)."""
+        known = self._ahead[1] if self._ahead[0] == position else frozenset()
+        rows = self._committed(self._sql["CHANGES_SINCE"], {"position": position, "known": list(known)},
+                               rows=True)
+        head, reset = next((r[4], r[5]) for r in rows if r[0] == "h")
+        ahead = frozenset(r[4] for r in rows if r[0] == "a")
+        with self._feed_lock:  # reads that end at the same watermark keep what all of them saw
+            if head == self._ahead[0]:
+                self._ahead = (head, self._ahead[1] & ahead)
+            elif head > self._ahead[0]:
+                self._ahead = (head, ahead)
+        if reset:
             return Changes(head, reset=True)
         upserted = sorted((r[1:] for r in rows if r[0] == "u"), key=itemgetter(4))
         return Changes(head, upserted, [r[1] for r in rows if r[0] == "d"],
