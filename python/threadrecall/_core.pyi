@@ -145,6 +145,10 @@ class VectorIndex:
     @property
     def pending(self) -> int:
         """How many vectors wait to be linked into the graph."""
+    @property
+    def outdated(self) -> bool:
+        """Whether a save would write more than the changes and linking since the last one:
+        a search breadth measured since, or a file of the previous format (or none yet)."""
     def remove(self, ids: list[str]) -> int:
         """Delete by id; return how many existed."""
     def ids_where(self, filter: dict[str, Any]) -> list[str]:

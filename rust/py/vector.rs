@@ -199,6 +199,13 @@ impl PyVectorIndex {
         self.read(py, |ix| ix.pending_len())
     }
 
+    /// Whether a save would write more than the changes and linking since the last one: a
+    /// search breadth measured since, or a file of the previous format (or none yet).
+    #[getter]
+    fn outdated(&self, py: Python<'_>) -> bool {
+        self.read(py, persist::outdated)
+    }
+
     /// Deletes vectors by id; returns how many existed.
     fn remove(&self, py: Python<'_>, ids: Vec<String>) -> usize {
         self.write(py, |ix| ix.remove(&ids))

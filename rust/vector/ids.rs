@@ -76,13 +76,23 @@ impl Ids {
         slot
     }
 
-    /// Makes `slot`'s id live again (the caller knows no other slot holds it live).
-    pub fn revive(&mut self, slot: u32) {
+    /// Makes `slot`'s id live again, unless another slot holds it live (then returns false
+    /// and changes nothing): one probe of the table.
+    pub fn revive(&mut self, slot: u32) -> bool {
         let (bytes, ends) = (&self.bytes, &self.ends);
-        self.live
-            .insert_unique(hash(text(bytes, ends, slot)), slot, |&s| {
-                hash(text(bytes, ends, s))
-            });
+        let id = text(bytes, ends, slot);
+        let entry = self.live.entry(
+            hash(id),
+            |&s| text(bytes, ends, s) == id,
+            |&s| hash(text(bytes, ends, s)),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(_) => false,
+            hashbrown::hash_table::Entry::Vacant(vacant) => {
+                vacant.insert(slot);
+                true
+            }
+        }
     }
 
     /// Takes `id` out of the live ids; returns the slot it had.
@@ -133,5 +143,10 @@ mod tests {
         assert_eq!(ids.get(7), "id-7");
         let again = ids.push("id-7", true);
         assert_eq!(ids.find("id-7"), Some(again));
+        let old = ids.push("id-7", false);
+        assert!(!ids.revive(old));
+        assert_eq!(ids.find("id-7"), Some(again));
+        assert!(ids.remove("id-7").is_some() && ids.revive(old));
+        assert_eq!(ids.find("id-7"), Some(old));
     }
 }

@@ -11,8 +11,12 @@
 //! `length u64 | payload | checksum u64 of the payload`. A payload holds the generation, rng,
 //! entry point and slot count after the save, then per new slot its level, codes and their
 //! error terms, id, metadata record, parent, tombstone and lists; then each older slot whose
-//! lists or parent changed (slot, parent, lists), the older slots deleted, and the queue of
-//! slots waiting to be linked. The first frame holds every slot. All little-endian.
+//! lists or parent changed (slot, parent, lists), the older slots deleted, the queue of
+//! slots waiting to be linked, and the default search breadths measured so far (`k`, linked
+//! slots, breadth; see `breadth`). The first frame holds every slot. All little-endian.
+//!
+//! A load maps the file rather than reading it: the first frame's codes, most of the file,
+//! are searched in place from the mapping (see `Codes`), and only the rest is copied.
 //!
 //! A save first writes the vectors of its new slots and syncs them, then appends its frame
 //! and syncs it: a crash before the end of the frame leaves a frame that fails its checksum,
@@ -32,18 +36,22 @@ use std::path::{Path, PathBuf};
 
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
-use crate::filter::Record;
 use crate::vector::adjacency::Adjacency;
+use crate::vector::breadth::{self, DEFAULT_K};
 use crate::vector::codes::Codes;
-use crate::vector::graph::{Graph, Params, NONE};
+use crate::vector::graph::{advise_huge_pages, Graph, Params, NONE};
 use crate::vector::ids::Ids;
+use crate::vector::plan::EF_DEFAULT;
 use crate::vector::records::RecordTable;
 use crate::vector::VectorIndex;
 use codec::{checksum, corrupt, Reader, Writer};
 use originals::{Backing, Originals};
 
 const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
+/// The previous version, read too (its frames lack the breadths); the next save of an index
+/// loaded from one rewrites both files in the current version.
+const PREVIOUS_VERSION: u32 = 5;
 /// Rows a load re-quantises to check the vectors file against the saved codes, spread over
 /// the index (every row of the last frame counts too, up to this many).
 const CHECKED_ROWS: usize = 256;
@@ -68,6 +76,8 @@ struct Saved {
     slots: usize,
     /// The index file's length after the save.
     len: u64,
+    /// The count of breadth measures the save wrote (see `breadth`).
+    breadths: u64,
 }
 
 /// What [`save`] did, for [`finish`].
@@ -84,6 +94,9 @@ pub struct Written {
 /// both files anew. Call [`finish`] afterwards under a write hold of the index.
 pub fn save(index: &VectorIndex, path: &Path, generation: u64, origin: &str) -> Result<Written> {
     let g = &index.graph;
+    // The default breadth, measured now if it is not yet (or no longer): the file keeps it,
+    // so a reopened index answers its first search without measuring.
+    g.default_ef(DEFAULT_K, EF_DEFAULT);
     let _linking = g.linking.lock(); // no half-linked batch in the file
     let mut journal = index.journal.lock().unwrap_or_else(|e| e.into_inner());
     let appendable = journal.saved.as_ref().is_some_and(|s| {
@@ -132,6 +145,16 @@ pub fn finish(index: &mut VectorIndex, written: Written) -> Result<()> {
     Ok(())
 }
 
+/// Whether a save would write more than the database changes and linking since the last:
+/// a breadth measured since, or a file of the previous version (or none yet).
+pub fn outdated(index: &VectorIndex) -> bool {
+    let journal = index.journal.lock().unwrap_or_else(|e| e.into_inner());
+    journal
+        .saved
+        .as_ref()
+        .is_none_or(|s| s.breadths != index.graph.measured_breadths().1)
+}
+
 fn append(index: &VectorIndex, journal: &mut Journal, path: &Path, generation: u64) -> Result<()> {
     let g = &index.graph;
     let Some(first) = journal.saved.as_ref().map(|s| s.slots) else {
@@ -142,7 +165,7 @@ fn append(index: &VectorIndex, journal: &mut Journal, path: &Path, generation: u
         g.originals.copy_rows(b, g.originals.stored())?;
     }
     g.originals.sync()?;
-    let bytes = frame(index, first, generation, &journal.removed);
+    let (bytes, breadths) = frame(index, first, generation, &journal.removed);
     let mut file = OpenOptions::new()
         .append(true)
         .open(path)
@@ -153,6 +176,7 @@ fn append(index: &VectorIndex, journal: &mut Journal, path: &Path, generation: u
     if let Some(saved) = journal.saved.as_mut() {
         saved.slots = g.slots();
         saved.len += bytes.len() as u64;
+        saved.breadths = breadths;
     }
     journal.removed.clear();
     Ok(())
@@ -178,7 +202,8 @@ fn write_full(
         return Err(e);
     }
     let mut bytes = header(g.params(), origin, backing.id);
-    bytes.extend_from_slice(&frame(index, 0, generation, &[]));
+    let (first_frame, breadths) = frame(index, 0, generation, &[]);
+    bytes.extend_from_slice(&first_frame);
     write(path, &bytes)?;
     journal.removed.clear();
     journal.saved = Some(Saved {
@@ -187,6 +212,7 @@ fn write_full(
         vectors: backing.id,
         slots: g.slots(),
         len: bytes.len() as u64,
+        breadths,
     });
     Ok(backing)
 }
@@ -235,8 +261,9 @@ fn header(p: &Params, origin: &str, vectors: u128) -> Vec<u8> {
 }
 
 /// One frame: the slots from `first` on, the older slots whose lists changed since the last
-/// save (their marks are cleared), the older ones in `removed`, and the queue.
-fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) -> Vec<u8> {
+/// save (their marks are cleared), the older ones in `removed`, the queue, and the measured
+/// breadths. Returns it and the count of breadth measures it holds.
+fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) -> (Vec<u8>, u64) {
     let g = &index.graph;
     let (n, dim) = (g.slots(), g.params().dim);
     let new = n - first;
@@ -249,7 +276,9 @@ fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) ->
     w.u64(first as u64);
     w.u64(n as u64);
     w.bytes(&g.levels[first..]);
-    w.i8s(&g.codes.codes[first * dim..]);
+    for run in g.codes.runs_from(first * dim) {
+        w.i8s(run);
+    }
     let c = &g.codes;
     for terms in [&c.scales, &c.norms, &c.residuals, &c.norm_gaps] {
         w.words(&terms[first..]);
@@ -297,11 +326,14 @@ fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) ->
     w.words(&gone);
     w.u64(g.pending.len() as u64);
     g.pending.iter().for_each(|&s| w.u32(s));
+    let (breadths, measures) = g.measured_breadths();
+    w.u64(breadths.len() as u64);
+    breadths.iter().flatten().for_each(|&x| w.u64(x));
     let len = w.len() - 8;
     w.put_u64(0, len as u64);
     let sum = checksum(&w.as_bytes()[8..]);
     w.u64(sum);
-    w.into_bytes()
+    (w.into_bytes(), measures)
 }
 
 /// Reads the index file at `path` and opens its vectors file; anything truncated, foreign or
@@ -309,17 +341,27 @@ fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) ->
 /// index back to the save before it). Returns the index and the generation and origin of the
 /// last complete save.
 pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
-    let bytes = fs::read(path).map_err(|e| io_error("read", path, e))?;
-    let (params, origin, vectors, start) = read_header(&bytes)?;
-    let mut state = Loaded::new(params);
+    let file = fs::File::open(path).map_err(|e| io_error("open", path, e))?;
+    // Mapped for the load only, not copied: the arrays are copied once, from the page cache
+    // into their own memory. SAFETY: the index only ever appends to its file or renames a
+    // new one over it, so the mapped bytes do not change while they are read.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_error("read", path, e))?;
+    #[cfg(unix)]
+    let _ = map.advise(memmap2::Advice::Sequential);
+    let bytes: &[u8] = &map;
+    let (params, version, origin, vectors, start) = read_header(bytes)?;
+    let mut state = Loaded::new(params, version);
     let mut at = start;
     let mut last = None;
-    while let Some((payload, end)) = next_frame(&bytes, at) {
-        last = Some(state.apply(payload)?);
+    while let Some((payload, end)) = next_frame(bytes, at) {
+        last = Some(state.apply(payload, end - 8 - payload.len())?);
         at = end;
     }
     let (generation, last_first) = last.ok_or_else(|| corrupt("no complete save"))?;
     let slots = state.levels.len();
+    drop(map);
+    let mut codes = std::mem::take(&mut state.codes);
+    codes.set_mapped(map_codes(&file, path, state.mapped.clone())?);
     let backing = Backing::open(&vectors_path(path), params.dim, vectors, &origin, slots)?;
     let originals = Originals::over(params.dim, backing, std::mem::take(&mut state.sums));
     check_rows(&originals, last_first)?;
@@ -327,7 +369,7 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
         params,
         state.rng,
         originals,
-        state.codes,
+        codes,
         state.levels,
         Adjacency::from_words(params.m, state.level0, state.upper, state.parents),
         state.deleted,
@@ -335,34 +377,61 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
         state.pending.into(),
     );
     graph.validate().map_err(|e| corrupt(&e))?;
+    graph.restore_breadths(&state.breadths);
     let mut ids = state.ids;
     for slot in (0..slots as u32).filter(|&s| !graph.is_deleted(s)) {
-        if ids.find(ids.get(slot)).is_some() {
+        if !ids.revive(slot) {
             return Err(corrupt("an id with two live slots"));
         }
-        ids.revive(slot);
     }
     let index = VectorIndex::from_graph(graph, ids, state.records);
+    // A file of the previous version is not appended to: the next save writes both anew.
+    let saved = (version == FORMAT_VERSION).then(|| Saved {
+        path: path.to_path_buf(),
+        origin: origin.clone(),
+        vectors,
+        slots,
+        len: at as u64,
+        breadths: index.graph.measured_breadths().1,
+    });
     *index.journal.lock().unwrap_or_else(|e| e.into_inner()) = Journal {
-        saved: Some(Saved {
-            path: path.to_path_buf(),
-            origin: origin.clone(),
-            vectors,
-            slots,
-            len: at as u64,
-        }),
+        saved,
         removed: Vec::new(),
     };
     Ok((index, generation, origin))
 }
 
-fn read_header(bytes: &[u8]) -> Result<(Params, Box<str>, u128, usize)> {
+/// The codes at `range` of the index file, mapped apart from the rest of it (so that only
+/// the codes searches touch count in the process's memory, not every page the load read),
+/// and where in the mapping they start.
+fn map_codes(
+    file: &fs::File,
+    path: &Path,
+    range: std::ops::Range<usize>,
+) -> Result<Option<(memmap2::Mmap, usize)>> {
+    if range.is_empty() {
+        return Ok(None);
+    }
+    const PAGE: usize = 1 << 16; // a multiple of every page size mappings are aligned to
+    let start = range.start / PAGE * PAGE;
+    // SAFETY: as for the load's mapping.
+    let map = unsafe {
+        memmap2::MmapOptions::new()
+            .offset(start as u64)
+            .len(range.end - start)
+            .map(file)
+    }
+    .map_err(|e| io_error("map", path, e))?;
+    Ok(Some((map, range.start - start)))
+}
+
+fn read_header(bytes: &[u8]) -> Result<(Params, u32, Box<str>, u128, usize)> {
     if bytes.len() < MAGIC.len() + 4 || &bytes[..MAGIC.len()] != MAGIC {
         return Err(corrupt("not a threadrecall index file"));
     }
     let mut r = Reader::new(bytes, MAGIC.len());
     let version = r.u32()?;
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != PREVIOUS_VERSION {
         return Err(corrupt(&format!(
             "format version {version}, expected {FORMAT_VERSION}"
         )));
@@ -379,7 +448,7 @@ fn read_header(bytes: &[u8]) -> Result<(Params, Box<str>, u128, usize)> {
     }
     let params = Params::new(dim, metric, m, ef_construction, seed)
         .map_err(|_| corrupt("bad parameters"))?;
-    Ok((params, origin, vectors, r.at()))
+    Ok((params, version, origin, vectors, r.at()))
 }
 
 /// The payload of the frame at `at` and where the next begins; `None` at the end of the
@@ -395,9 +464,13 @@ fn next_frame(bytes: &[u8], at: usize) -> Option<(&[u8], usize)> {
 /// The arrays of an index as its frames rebuild them.
 struct Loaded {
     params: Params,
+    version: u32,
     rng: u64,
     entry: u32,
     levels: Vec<u8>,
+    /// Where the codes of the first frame are in the file.
+    mapped: std::ops::Range<usize>,
+    /// The codes of the later frames, and every slot's terms.
     codes: Codes,
     sums: Vec<u32>,
     ids: Ids,
@@ -407,15 +480,18 @@ struct Loaded {
     level0: Vec<u32>,
     upper: Vec<Vec<u32>>,
     pending: Vec<u32>,
+    breadths: Vec<breadth::Saved>,
 }
 
 impl Loaded {
-    fn new(params: Params) -> Loaded {
+    fn new(params: Params, version: u32) -> Loaded {
         Loaded {
             params,
+            version,
             rng: 0,
             entry: NONE,
             levels: Vec::new(),
+            mapped: 0..0,
             codes: Codes::default(),
             sums: Vec::new(),
             ids: Ids::default(),
@@ -425,11 +501,31 @@ impl Loaded {
             level0: Vec::new(),
             upper: Vec::new(),
             pending: Vec::new(),
+            breadths: Vec::new(),
         }
     }
 
-    /// Applies one frame; returns its generation and its first new slot.
-    fn apply(&mut self, payload: &[u8]) -> Result<(u64, usize)> {
+    /// Room for the `slots` of the first frame (most of an index, usually): the large arrays
+    /// are allocated once, on huge pages where the system offers them, before they are filled.
+    fn reserve(&mut self, slots: usize, payload_len: usize) -> Result<()> {
+        let dim = self.params.dim;
+        let width = 2 * self.params.m + 1;
+        // Every slot takes at least its codes and level-0 block: no count past what the
+        // payload can hold is believed.
+        if slots
+            .checked_mul(dim + 4 * width)
+            .is_none_or(|bytes| bytes > payload_len)
+        {
+            return Err(corrupt("bad count"));
+        }
+        self.level0.reserve_exact(slots * width);
+        advise_huge_pages(&self.level0);
+        Ok(())
+    }
+
+    /// Applies one frame, found at `offset` in the file; returns its generation and its
+    /// first new slot.
+    fn apply(&mut self, payload: &[u8], offset: usize) -> Result<(u64, usize)> {
         let (dim, m) = (self.params.dim, self.params.m);
         let width = 2 * m + 1;
         let mut r = Reader::new(payload, 0);
@@ -441,6 +537,9 @@ impl Loaded {
             return Err(corrupt("frames out of order"));
         }
         let new = slots - first;
+        if first == 0 {
+            self.reserve(slots, payload.len())?;
+        }
         let levels = r.take(new)?;
         if levels
             .iter()
@@ -450,10 +549,15 @@ impl Loaded {
         }
         self.levels.extend_from_slice(levels);
         let c = &mut self.codes;
-        r.i8s_into(
-            new.checked_mul(dim).ok_or_else(|| corrupt("bad count"))?,
-            &mut c.codes,
-        )?;
+        let code_bytes = new.checked_mul(dim).ok_or_else(|| corrupt("bad count"))?;
+        if first == 0 {
+            // Read in place from the mapping (see `Codes`), not copied.
+            let at = offset + r.at();
+            r.take(code_bytes)?;
+            self.mapped = at..at + code_bytes;
+        } else {
+            r.i8s_into(code_bytes, &mut c.codes)?;
+        }
         for terms in [
             &mut c.scales,
             &mut c.norms,
@@ -468,13 +572,18 @@ impl Loaded {
             self.ids.push(r.str_ref()?, false);
         }
         self.records.reserve(new);
+        let mut entries = Vec::new();
         for _ in 0..new {
-            let mut record = Record::new();
+            entries.clear();
             for _ in 0..r.u32()? {
-                let key = r.str()?;
-                record.set(&key, r.value()?);
+                let key = r.str_ref()?;
+                // Saved from a record, whose keys are ascending.
+                if entries.last().is_some_and(|&(last, _)| last >= key) {
+                    return Err(corrupt("bad record"));
+                }
+                entries.push((key, r.scalar()?));
             }
-            self.records.push_record(&record);
+            self.records.push(entries.iter().copied());
         }
         r.words_into(new, &mut self.parents)?;
         self.deleted.extend(r.take(new)?.iter().map(|&b| b != 0));
@@ -505,6 +614,16 @@ impl Loaded {
         }
         let queued = r.count()?;
         self.pending = r.words(queued)?;
+        if self.version >= 6 {
+            self.breadths.clear();
+            for _ in 0..r.count()? {
+                let [k, linked, ef] = [r.u64()?, r.u64()?, r.u64()?];
+                if k == 0 || ef < k || ef > 1 << 24 || linked > slots as u64 {
+                    return Err(corrupt("bad breadth"));
+                }
+                self.breadths.push([k, linked, ef]);
+            }
+        }
         if self
             .parents
             .iter()
