@@ -42,6 +42,7 @@ use crate::vector::codes::Codes;
 use crate::vector::graph::{advise_huge_pages, Graph, Params, NONE};
 use crate::vector::ids::Ids;
 use crate::vector::plan::EF_DEFAULT;
+use crate::vector::postings::Postings;
 use crate::vector::records::RecordTable;
 use crate::vector::VectorIndex;
 use codec::{checksum, corrupt, Reader, Writer};
@@ -365,26 +366,40 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
     let backing = Backing::open(&vectors_path(path), params.dim, vectors, &origin, slots)?;
     let originals = Originals::over(params.dim, backing, std::mem::take(&mut state.sums));
     check_rows(&originals, last_first)?;
-    let graph = Graph::from_parts(
-        params,
-        state.rng,
-        originals,
-        codes,
-        state.levels,
-        Adjacency::from_words(params.m, state.level0, state.upper, state.parents),
-        state.deleted,
-        state.entry,
-        state.pending.into(),
-    );
-    graph.validate().map_err(|e| corrupt(&e))?;
-    graph.restore_breadths(&state.breadths);
-    let mut ids = state.ids;
-    for slot in (0..slots as u32).filter(|&s| !graph.is_deleted(s)) {
-        if !ids.revive(slot) {
-            return Err(corrupt("an id with two live slots"));
+    let records = std::mem::take(&mut state.records);
+    // The slot lists are built beside the rest (they need only the records and tombstones).
+    let (graph, ids, postings) = std::thread::scope(|scope| {
+        let deleted = state.deleted.clone();
+        let records = &records;
+        let postings = scope.spawn(move || {
+            let live = (0..deleted.len() as u32).filter(|&s| !deleted[s as usize]);
+            Postings::of_records(records, live)
+        });
+        let graph = Graph::from_parts(
+            params,
+            state.rng,
+            originals,
+            codes,
+            state.levels,
+            Adjacency::from_words(params.m, state.level0, state.upper, state.parents),
+            state.deleted,
+            state.entry,
+            state.pending.into(),
+        );
+        graph.validate().map_err(|e| corrupt(&e))?;
+        graph.restore_breadths(&state.breadths);
+        let mut ids = state.ids;
+        for slot in (0..slots as u32).filter(|&s| !graph.is_deleted(s)) {
+            if !ids.revive(slot) {
+                return Err(corrupt("an id with two live slots"));
+            }
         }
-    }
-    let index = VectorIndex::from_graph(graph, ids, state.records);
+        let postings = postings
+            .join()
+            .map_err(|_| corrupt("the metadata could not be read"))?;
+        Ok((graph, ids, postings))
+    })?;
+    let index = VectorIndex::assemble(graph, ids, records, postings);
     // A file of the previous version is not appended to: the next save writes both anew.
     let saved = (version == FORMAT_VERSION).then(|| Saved {
         path: path.to_path_buf(),
