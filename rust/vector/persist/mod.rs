@@ -389,10 +389,8 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
         graph.validate().map_err(|e| corrupt(&e))?;
         graph.restore_breadths(&state.breadths);
         let mut ids = state.ids;
-        for slot in (0..slots as u32).filter(|&s| !graph.is_deleted(s)) {
-            if !ids.revive(slot) {
-                return Err(corrupt("an id with two live slots"));
-            }
+        if !ids.revive_all((0..slots as u32).filter(|&s| !graph.is_deleted(s))) {
+            return Err(corrupt("an id with two live slots"));
         }
         let postings = postings
             .join()

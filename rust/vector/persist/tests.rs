@@ -325,7 +325,10 @@ fn a_saved_index_carries_its_measured_breadths() {
     let path = temp("breadth.hnsw");
     full_save(&mut idx, &path, 1, "db");
     let (measured, _) = idx.graph.measured_breadths();
-    assert!(measured.iter().any(|m| m[0] == DEFAULT_K as u64), "{measured:?}");
+    assert!(
+        measured.iter().any(|m| m[0] == DEFAULT_K as u64),
+        "{measured:?}"
+    );
     let (back, _, _) = load(&path).unwrap();
     assert_eq!(back.graph.measured_breadths().0, measured);
     assert!(!outdated(&back));
@@ -364,8 +367,12 @@ fn a_file_of_the_previous_version_loads_and_is_then_saved_whole() {
     let data = clustered(33, 200, 12, 7);
     let mut idx = VectorIndex::new(12, Metric::Cosine, 8, 60, 5).unwrap();
     let flat: Vec<f32> = data.iter().flatten().copied().collect();
-    idx.add((0..200).map(|i| format!("id-{i}")).collect(), &flat, metas(0..200))
-        .unwrap();
+    idx.add(
+        (0..200).map(|i| format!("id-{i}")).collect(),
+        &flat,
+        metas(0..200),
+    )
+    .unwrap();
     idx.link_pending(150);
     let path = temp("previous.hnsw");
     full_save(&mut idx, &path, 4, "db");

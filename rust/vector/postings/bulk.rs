@@ -141,7 +141,10 @@ mod tests {
             one_by_one.add(slot, records.get(slot).iter());
         }
         let at_once = Postings::of_records(&records, live());
-        assert_eq!(format!("{:?}", at_once.lists.get("few")), format!("{:?}", one_by_one.lists.get("few")));
+        assert_eq!(
+            format!("{:?}", at_once.lists.get("few")),
+            format!("{:?}", one_by_one.lists.get("few"))
+        );
         assert!(!at_once.is_posted("many") && !one_by_one.is_posted("many"));
         assert!(at_once.is_posted("thread_id"));
         let filters = [
@@ -153,7 +156,9 @@ mod tests {
             r#"{"thread_id": {"$in": ["t3", "t1499"]}}"#,
         ];
         for text in filters {
-            let f = Filter::vector(&Input::from_json(text).unwrap()).unwrap().unwrap();
+            let f = Filter::vector(&Input::from_json(text).unwrap())
+                .unwrap()
+                .unwrap();
             let (a, b) = (at_once.candidates(&f), one_by_one.candidates(&f));
             let norm = |c: Option<crate::vector::postings::Candidates>| {
                 c.map(|mut c| {
