@@ -163,8 +163,9 @@ class VectorIndex:
         self, vector: Any, k: int, filter: dict[str, Any] | None, ef: int | None, *,
         texts: dict[str, str], result: type[Any]
     ) -> tuple[list[Any], list[str]]:
-        """``search`` as ``result`` objects (``id``, ``score``, ``vector=None``, and the
-        metadata text ``texts`` holds for the id as ``_text``); also the ids ``texts`` lacks."""
+        """``search`` as ``result`` objects (``id``, ``score``, and the metadata text ``texts``
+        holds for the id as ``_text``, in the instance dict; ``vector`` is left to the class's
+        default); also the ids ``texts`` lacks."""
     def search_batch(
         self, vectors: Any, k: int, filter: dict[str, Any] | None = None, ef: int | None = None
     ) -> list[list[tuple[str, float]]]:
