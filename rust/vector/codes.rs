@@ -22,7 +22,7 @@ impl<'a> Query<'a> {
 /// Codes read in place from an index file's mapping: the slots of its first frame, which never
 /// change (new slots append to the codes in memory; a compaction builds new codes).
 struct Mapped {
-    /// The whole file, kept mapped while `codes` points into it.
+    /// The part of the file holding them, kept mapped while `Codes::mapped` points into it.
     _map: memmap2::Mmap,
 }
 
