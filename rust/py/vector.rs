@@ -282,7 +282,11 @@ impl PyVectorIndex {
         })?;
         let new = py.get_type::<PyAny>().getattr(intern!(py, "__new__"))?;
         let args = PyTuple::new(py, [result])?;
-        let keys = [intern!(py, "id"), intern!(py, "score"), intern!(py, "_text")];
+        let keys = [
+            intern!(py, "id"),
+            intern!(py, "score"),
+            intern!(py, "_text"),
+        ];
         let out = PyList::empty(py);
         let mut missing = Vec::new();
         for hit in hits {
