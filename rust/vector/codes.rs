@@ -19,25 +19,12 @@ impl<'a> Query<'a> {
     }
 }
 
-/// Codes read in place from an index file's mapping: the slots of its first frame, which never
-/// change (new slots append to the codes in memory; a compaction builds new codes).
-struct Mapped {
-    /// The part of the file holding them, kept mapped while `Codes::mapped` points into it.
-    _map: memmap2::Mmap,
-}
-
 /// Scalar quantisation, one scale per vector: `v ≈ v̂ = scale * codes`, `codes` in -127..=127,
 /// `scale = max |v_i| / 127`. Per-vector scales need no training, so vectors can arrive one
 /// at a time; a query stays in floats (asymmetric distance). Each vector also keeps what
 /// bounds the error, so an exact scan can skip the float vectors that cannot matter.
 #[derive(Default)]
 pub(crate) struct Codes {
-    /// The first slots' codes, read in place from a mapped index file (see `persist`): an
-    /// index opens without copying them, and the page cache keeps them, shared. Empty for an
-    /// index built in memory.
-    mapped: &'static [i8],
-    mapping: Option<Mapped>,
-    /// The codes of the slots after the mapped ones.
     pub(crate) codes: Vec<i8>,
     pub(crate) scales: Vec<f32>,
     /// `|v̂|²`, for Euclidean distances.
@@ -53,40 +40,19 @@ pub(crate) struct Codes {
 const ROUNDING: f32 = 1e-5;
 
 impl Codes {
-    /// Puts the codes of a mapping, from byte `at` to its end, in front of those in memory:
-    /// they are the codes of the slots before them.
-    pub(crate) fn set_mapped(&mut self, mapped: Option<(memmap2::Mmap, usize)>) {
-        let Some((map, at)) = mapped else {
-            return;
-        };
-        let bytes = &map[at..];
-        // SAFETY: i8 and u8 have the same layout. The slice points into the mapping, which
-        // `mapping` keeps alive (unmapped only when these codes are dropped) and which never
-        // moves; the index only appends to its file or renames a new one over it, so the
-        // mapped bytes never change.
-        self.mapped =
-            unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<i8>(), bytes.len()) };
-        self.mapping = Some(Mapped { _map: map });
-    }
-
-    /// Code bytes held, mapped and in memory.
+    /// Code bytes held.
     pub(crate) fn len(&self) -> usize {
-        self.mapped.len() + self.codes.len()
+        self.codes.len()
     }
 
-    /// Bytes of codes: those mapped and the capacity in memory.
+    /// Bytes of codes allocated.
     pub(crate) fn bytes(&self) -> usize {
-        self.mapped.len() + self.codes.capacity()
+        self.codes.capacity()
     }
 
-    /// The codes from byte `from` on, as at most two runs (mapped, in memory).
-    pub(crate) fn runs_from(&self, from: usize) -> [&[i8]; 2] {
-        let split = self.mapped.len();
-        if from >= split {
-            [&[], &self.codes[from - split..]]
-        } else {
-            [&self.mapped[from..], &self.codes]
-        }
+    /// The codes from byte `from` on.
+    pub(crate) fn runs_from(&self, from: usize) -> [&[i8]; 1] {
+        [&self.codes[from..]]
     }
 
     pub(crate) fn reserve(&mut self, additional: usize, dim: usize, exact: bool) {
@@ -146,11 +112,7 @@ impl Codes {
 
     #[inline]
     pub(crate) fn of(&self, slot: usize, dim: usize) -> &[i8] {
-        let at = slot * dim;
-        match at.checked_sub(self.mapped.len()) {
-            None => &self.mapped[at..at + dim],
-            Some(at) => &self.codes[at..at + dim],
-        }
+        &self.codes[slot * dim..(slot + 1) * dim]
     }
 
     #[inline]

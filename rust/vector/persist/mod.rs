@@ -15,8 +15,9 @@
 //! slots waiting to be linked, and the default search breadths measured so far (`k`, linked
 //! slots, breadth; see `breadth`). The first frame holds every slot. All little-endian.
 //!
-//! A load maps the file rather than reading it: the first frame's codes, most of the file,
-//! are searched in place from the mapping (see `Codes`), and only the rest is copied.
+//! A load copies each array once out of the file's bytes, into memory allocated at its final
+//! size. (The file is not mapped: one rewritten in place by another program would fault the
+//! process.)
 //!
 //! A save first writes the vectors of its new slots and syncs them, then appends its frame
 //! and syncs it: a crash before the end of the frame leaves a frame that fails its checksum,
@@ -342,27 +343,21 @@ fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) ->
 /// index back to the save before it). Returns the index and the generation and origin of the
 /// last complete save.
 pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
-    let file = fs::File::open(path).map_err(|e| io_error("open", path, e))?;
-    // Mapped for the load only, not copied: the arrays are copied once, from the page cache
-    // into their own memory. SAFETY: the index only ever appends to its file or renames a
-    // new one over it, so the mapped bytes do not change while they are read.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_error("read", path, e))?;
-    #[cfg(unix)]
-    let _ = map.advise(memmap2::Advice::Sequential);
-    let bytes: &[u8] = &map;
+    // Read, not mapped: a file rewritten in place by another program would fault a mapping.
+    let file_bytes = fs::read(path).map_err(|e| io_error("read", path, e))?;
+    let bytes: &[u8] = &file_bytes;
     let (params, version, origin, vectors, start) = read_header(bytes)?;
     let mut state = Loaded::new(params, version);
     let mut at = start;
     let mut last = None;
     while let Some((payload, end)) = next_frame(bytes, at) {
-        last = Some(state.apply(payload, end - 8 - payload.len())?);
+        last = Some(state.apply(payload)?);
         at = end;
     }
     let (generation, last_first) = last.ok_or_else(|| corrupt("no complete save"))?;
     let slots = state.levels.len();
-    drop(map);
-    let mut codes = std::mem::take(&mut state.codes);
-    codes.set_mapped(map_codes(&file, path, state.mapped.clone())?);
+    drop(file_bytes);
+    let codes = std::mem::take(&mut state.codes);
     let backing = Backing::open(&vectors_path(path), params.dim, vectors, &origin, slots)?;
     let originals = Originals::over(params.dim, backing, std::mem::take(&mut state.sums));
     check_rows(&originals, last_first)?;
@@ -414,30 +409,6 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
     Ok((index, generation, origin))
 }
 
-/// The codes at `range` of the index file, mapped apart from the rest of it (so that only
-/// the codes searches touch count in the process's memory, not every page the load read),
-/// and where in the mapping they start.
-fn map_codes(
-    file: &fs::File,
-    path: &Path,
-    range: std::ops::Range<usize>,
-) -> Result<Option<(memmap2::Mmap, usize)>> {
-    if range.is_empty() {
-        return Ok(None);
-    }
-    const PAGE: usize = 1 << 16; // a multiple of every page size mappings are aligned to
-    let start = range.start / PAGE * PAGE;
-    // SAFETY: as for the load's mapping.
-    let map = unsafe {
-        memmap2::MmapOptions::new()
-            .offset(start as u64)
-            .len(range.end - start)
-            .map(file)
-    }
-    .map_err(|e| io_error("map", path, e))?;
-    Ok(Some((map, range.start - start)))
-}
-
 fn read_header(bytes: &[u8]) -> Result<(Params, u32, Box<str>, u128, usize)> {
     if bytes.len() < MAGIC.len() + 4 || &bytes[..MAGIC.len()] != MAGIC {
         return Err(corrupt("not a threadrecall index file"));
@@ -481,9 +452,6 @@ struct Loaded {
     rng: u64,
     entry: u32,
     levels: Vec<u8>,
-    /// Where the codes of the first frame are in the file.
-    mapped: std::ops::Range<usize>,
-    /// The codes of the later frames, and every slot's terms.
     codes: Codes,
     sums: Vec<u32>,
     ids: Ids,
@@ -504,7 +472,6 @@ impl Loaded {
             rng: 0,
             entry: NONE,
             levels: Vec::new(),
-            mapped: 0..0,
             codes: Codes::default(),
             sums: Vec::new(),
             ids: Ids::default(),
@@ -531,14 +498,15 @@ impl Loaded {
         {
             return Err(corrupt("bad count"));
         }
+        self.codes.reserve(slots, dim, true);
         self.level0.reserve_exact(slots * width);
+        advise_huge_pages(&self.codes.codes);
         advise_huge_pages(&self.level0);
         Ok(())
     }
 
-    /// Applies one frame, found at `offset` in the file; returns its generation and its
-    /// first new slot.
-    fn apply(&mut self, payload: &[u8], offset: usize) -> Result<(u64, usize)> {
+    /// Applies one frame; returns its generation and its first new slot.
+    fn apply(&mut self, payload: &[u8]) -> Result<(u64, usize)> {
         let (dim, m) = (self.params.dim, self.params.m);
         let width = 2 * m + 1;
         let mut r = Reader::new(payload, 0);
@@ -563,14 +531,7 @@ impl Loaded {
         self.levels.extend_from_slice(levels);
         let c = &mut self.codes;
         let code_bytes = new.checked_mul(dim).ok_or_else(|| corrupt("bad count"))?;
-        if first == 0 {
-            // Read in place from the mapping (see `Codes`), not copied.
-            let at = offset + r.at();
-            r.take(code_bytes)?;
-            self.mapped = at..at + code_bytes;
-        } else {
-            r.i8s_into(code_bytes, &mut c.codes)?;
-        }
+        r.i8s_into(code_bytes, &mut c.codes)?;
         for terms in [
             &mut c.scales,
             &mut c.norms,
