@@ -145,6 +145,10 @@ class VectorIndex:
     @property
     def pending(self) -> int:
         """How many vectors wait to be linked into the graph."""
+    @property
+    def outdated(self) -> bool:
+        """Whether a save would write more than the changes and linking since the last one:
+        a search breadth measured since, or a file of the previous format (or none yet)."""
     def remove(self, ids: list[str]) -> int:
         """Delete by id; return how many existed."""
     def ids_where(self, filter: dict[str, Any]) -> list[str]:
@@ -159,8 +163,9 @@ class VectorIndex:
         self, vector: Any, k: int, filter: dict[str, Any] | None, ef: int | None, *,
         texts: dict[str, str], result: type[Any]
     ) -> tuple[list[Any], list[str]]:
-        """``search`` as ``result`` objects (``id``, ``score``, ``vector=None``, and the
-        metadata text ``texts`` holds for the id as ``_text``); also the ids ``texts`` lacks."""
+        """``search`` as ``result`` objects (``id``, ``score``, and the metadata text ``texts``
+        holds for the id as ``_text``, in the instance dict; ``vector`` is left to the class's
+        default); also the ids ``texts`` lacks."""
     def search_batch(
         self, vectors: Any, k: int, filter: dict[str, Any] | None = None, ef: int | None = None
     ) -> list[list[tuple[str, float]]]:

@@ -7,7 +7,7 @@ use std::sync::{PoisonError, RwLock};
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyType};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 
 use super::convert::{input_from_py, inputs_from_json, one_metadata_form};
 use crate::distance::Metric;
@@ -199,6 +199,13 @@ impl PyVectorIndex {
         self.read(py, |ix| ix.pending_len())
     }
 
+    /// Whether a save would write more than the changes and linking since the last one: a
+    /// search breadth measured since, or a file of the previous format (or none yet).
+    #[getter]
+    fn outdated(&self, py: Python<'_>) -> bool {
+        self.read(py, persist::outdated)
+    }
+
     /// Deletes vectors by id; returns how many existed.
     fn remove(&self, py: Python<'_>, ids: Vec<String>) -> usize {
         self.write(py, |ix| ix.remove(&ids))
@@ -274,25 +281,31 @@ impl PyVectorIndex {
             ix.search(q, k.min(ix.len().max(1)), filter.as_ref(), ef)
         })?;
         let new = py.get_type::<PyAny>().getattr(intern!(py, "__new__"))?;
+        let args = PyTuple::new(py, [result])?;
         let keys = [
             intern!(py, "id"),
             intern!(py, "score"),
-            intern!(py, "vector"),
             intern!(py, "_text"),
         ];
         let out = PyList::empty(py);
         let mut missing = Vec::new();
         for hit in hits {
-            let obj = new.call1((result,))?;
-            let state = obj
-                .getattr(intern!(py, "__dict__"))?
-                .cast_into::<PyDict>()?;
+            // `vector` stays the class's default (None); the instance holds the rest.
+            let obj = new.call1(&args)?;
+            // SAFETY: `obj` is a live object of a class with instance dicts; the call returns a
+            // new reference to its dict, or null with an exception set.
+            let state = unsafe {
+                Bound::from_owned_ptr_or_err(
+                    py,
+                    pyo3::ffi::PyObject_GenericGetDict(obj.as_ptr(), std::ptr::null_mut()),
+                )?
+                .cast_into_unchecked::<PyDict>()
+            };
             let id = PyString::new(py, &hit.id);
             state.set_item(keys[0], &id)?;
             state.set_item(keys[1], hit.score as f64)?;
-            state.set_item(keys[2], py.None())?;
             match texts.get_item(&id)? {
-                Some(text) => state.set_item(keys[3], text)?,
+                Some(text) => state.set_item(keys[2], text)?,
                 None => missing.push(id),
             }
             out.append(obj)?;

@@ -2,7 +2,8 @@
 //!
 //! How wide a beam reaches a given recall depends on the data (its local intrinsic dimension,
 //! how clustered it is), not only on the graph's size: a fixed default under-searches some
-//! data and over-searches other. So the first default search of `k` hits measures it: a few
+//! data and over-searches other. So the first default search of `k` hits measures it (or a
+//! save, for [`DEFAULT_K`], so that a reopened index carries it in its file): a few
 //! stored vectors, spread over the slots, are each searched for as if they were not stored
 //! (they are neither traversed nor collected, so the walk must find their neighbours without
 //! them, as it must for a new query), and their true `k` neighbours are known exactly. The
@@ -13,6 +14,9 @@ use std::sync::Mutex;
 
 use crate::vector::graph::{Graph, Near, Query, NONE};
 
+/// The hits a search returns unless asked for another number: a save measures the default
+/// breadth for it, so the file holds it.
+pub const DEFAULT_K: usize = 10;
 /// The recall@k the default breadth aims for over the probes. A probe is harder to find
 /// neighbours for than a new query (its neighbours' links still point at it, dead ends now),
 /// so this is below the 0.95 promised to new queries: on clustered 50k x 128, uniform
@@ -42,9 +46,14 @@ struct Measured {
     ef: usize,
 }
 
-/// The measured breadths of one graph.
+/// The measured breadths of one graph, and how many times they changed (so a save knows
+/// whether its file holds the latest).
 #[derive(Default)]
-pub(crate) struct Breadths(Mutex<Vec<Measured>>);
+pub(crate) struct Breadths(Mutex<(Vec<Measured>, u64)>);
+
+/// One measured breadth as the index file keeps it: `k`, the linked slots it was measured
+/// on, and the breadth.
+pub(crate) type Saved = [u64; 3];
 
 impl Graph {
     /// The breadth a default search of `k` hits uses: measured (see the module doc) on first
@@ -57,19 +66,42 @@ impl Graph {
                 && (linked as f64) <= m.linked as f64 * REMEASURE_FACTOR
                 && (linked as f64) * REMEASURE_FACTOR >= m.linked as f64
         };
-        if let Some(m) = self.lock_breadths().iter().find(|m| fits(m)) {
+        if let Some(m) = self.lock_breadths().0.iter().find(|m| fits(m)) {
             return m.ef;
         }
         let Some(ef) = self.measure_ef(k) else {
             return fallback.max(k);
         };
-        let mut measured = self.lock_breadths();
+        let (measured, changes) = &mut *self.lock_breadths();
         measured.retain(|m| m.k != k);
         measured.push(Measured { k, linked, ef });
+        *changes += 1;
         ef
     }
 
-    fn lock_breadths(&self) -> std::sync::MutexGuard<'_, Vec<Measured>> {
+    /// The breadths measured so far, and a count that grows with each new measure.
+    pub(crate) fn measured_breadths(&self) -> (Vec<Saved>, u64) {
+        let (measured, changes) = &*self.lock_breadths();
+        let list = measured
+            .iter()
+            .map(|m| [m.k as u64, m.linked as u64, m.ef as u64])
+            .collect();
+        (list, *changes)
+    }
+
+    /// Takes breadths measured before (read back from an index file).
+    pub(crate) fn restore_breadths(&self, saved: &[Saved]) {
+        self.lock_breadths().0 = saved
+            .iter()
+            .map(|&[k, linked, ef]| Measured {
+                k: k as usize,
+                linked: linked as usize,
+                ef: ef as usize,
+            })
+            .collect();
+    }
+
+    fn lock_breadths(&self) -> std::sync::MutexGuard<'_, (Vec<Measured>, u64)> {
         self.breadths
             .0
             .lock()

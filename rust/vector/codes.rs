@@ -40,6 +40,21 @@ pub(crate) struct Codes {
 const ROUNDING: f32 = 1e-5;
 
 impl Codes {
+    /// Code bytes held.
+    pub(crate) fn len(&self) -> usize {
+        self.codes.len()
+    }
+
+    /// Bytes of codes allocated.
+    pub(crate) fn bytes(&self) -> usize {
+        self.codes.capacity()
+    }
+
+    /// The codes from byte `from` on.
+    pub(crate) fn runs_from(&self, from: usize) -> [&[i8]; 1] {
+        [&self.codes[from..]]
+    }
+
     pub(crate) fn reserve(&mut self, additional: usize, dim: usize, exact: bool) {
         let per_slot = [
             &mut self.scales,

@@ -184,7 +184,7 @@ impl Graph {
     /// Bytes held by the codes and their per-vector terms.
     pub(crate) fn codes_bytes(&self) -> usize {
         let c = &self.codes;
-        c.codes.capacity()
+        c.bytes()
             + 4 * [&c.scales, &c.norms, &c.residuals, &c.norm_gaps]
                 .iter()
                 .map(|v| v.capacity())
@@ -297,7 +297,7 @@ impl Graph {
         let (m, m0) = (self.params.m, self.links.m0());
         if self.originals.len() != n
             || self.codes.scales.len() != n
-            || self.codes.codes.len() != n * self.params.dim
+            || self.codes.len() != n * self.params.dim
             || self.links.slots() != n
         {
             return Err("array lengths disagree".into());

@@ -19,8 +19,11 @@ pub struct Ids {
 fn text<'a>(bytes: &'a [u8], ends: &[u64], slot: u32) -> &'a str {
     let s = slot as usize;
     let from = if s == 0 { 0 } else { ends[s - 1] as usize };
-    // Only ever filled from `&str`s, whole.
-    std::str::from_utf8(&bytes[from..ends[s] as usize]).unwrap_or_default()
+    let raw = &bytes[from..ends[s] as usize];
+    // SAFETY: `bytes` is only ever extended by whole `&str`s and `ends` marks where each
+    // ends, so every slot's range is valid UTF-8 (checking it again on each read costs more
+    // than the lookup it serves).
+    unsafe { std::str::from_utf8_unchecked(raw) }
 }
 
 fn hash(id: &str) -> u64 {
@@ -76,13 +79,38 @@ impl Ids {
         slot
     }
 
-    /// Makes `slot`'s id live again (the caller knows no other slot holds it live).
-    pub fn revive(&mut self, slot: u32) {
+    /// Makes the ids of `slots` live (a load's live slots); returns false when two of them
+    /// name the same id (then which of them is live is unspecified).
+    pub fn revive_all(&mut self, slots: impl Iterator<Item = u32>) -> bool {
         let (bytes, ends) = (&self.bytes, &self.ends);
+        let mut hashed: Vec<(u64, u32)> = slots.map(|s| (hash(text(bytes, ends, s)), s)).collect();
         self.live
-            .insert_unique(hash(text(bytes, ends, slot)), slot, |&s| {
-                hash(text(bytes, ends, s))
-            });
+            .reserve(hashed.len(), |&s| hash(text(bytes, ends, s)));
+        // In the order of the table's buckets (the low bits of the hash pick the bucket): the
+        // inserts then walk the table once instead of landing all over it, a cache and TLB
+        // miss each.
+        let buckets = (self.live.capacity() + self.live.len())
+            .saturating_mul(8)
+            .div_ceil(7)
+            .next_power_of_two();
+        let mask = buckets as u64 - 1;
+        hashed.sort_unstable_by_key(|&(h, _)| h & mask);
+        let mut unique = true;
+        for (h, slot) in hashed {
+            let id = text(bytes, ends, slot);
+            let entry = self.live.entry(
+                h,
+                |&s| text(bytes, ends, s) == id,
+                |&s| hash(text(bytes, ends, s)),
+            );
+            match entry {
+                hashbrown::hash_table::Entry::Occupied(_) => unique = false,
+                hashbrown::hash_table::Entry::Vacant(vacant) => {
+                    vacant.insert(slot);
+                }
+            }
+        }
+        unique
     }
 
     /// Takes `id` out of the live ids; returns the slot it had.
@@ -133,5 +161,23 @@ mod tests {
         assert_eq!(ids.get(7), "id-7");
         let again = ids.push("id-7", true);
         assert_eq!(ids.find("id-7"), Some(again));
+        let old = ids.push("id-7", false);
+        assert!(!ids.revive_all([old].into_iter()));
+        assert_eq!(ids.find("id-7"), Some(again));
+        assert!(ids.remove("id-7").is_some() && ids.revive_all([old].into_iter()));
+        assert_eq!(ids.find("id-7"), Some(old));
+        // A load's revival: every live slot found, duplicates noticed.
+        let mut loaded = Ids::default();
+        for i in 0..5000 {
+            loaded.push(&format!("x{}", i % 4000), false);
+        }
+        assert!(loaded.revive_all(1000..5000));
+        assert!((1000..5000).all(|s| loaded.find(loaded.get(s)) == Some(s)));
+        assert_eq!(loaded.find("x0"), Some(4000));
+        let mut twice = Ids::default();
+        for i in 0..5000 {
+            twice.push(&format!("x{}", i % 4000), false);
+        }
+        assert!(!twice.revive_all(0..5000));
     }
 }

@@ -81,19 +81,25 @@ impl VectorIndex {
     /// Assembles an index from a graph and its per-slot ids (live ones found by id) and
     /// records (rebuilds the slot lists).
     pub(crate) fn from_graph(graph: Graph, ids: Ids, records: RecordTable) -> VectorIndex {
-        let mut index = VectorIndex {
+        let live = (0..ids.slots() as u32).filter(|&s| !graph.is_deleted(s));
+        let postings = Postings::of_records(&records, live);
+        VectorIndex::assemble(graph, ids, records, postings)
+    }
+
+    /// An index from its parts, the slot lists already built from the records.
+    pub(crate) fn assemble(
+        graph: Graph,
+        ids: Ids,
+        records: RecordTable,
+        postings: Postings,
+    ) -> VectorIndex {
+        VectorIndex {
             graph,
             ids,
             records,
-            postings: Postings::default(),
+            postings,
             journal: Mutex::default(),
-        };
-        for slot in 0..index.ids.slots() as u32 {
-            if !index.graph.is_deleted(slot) {
-                index.postings.add(slot, index.records.get(slot).iter());
-            }
         }
-        index
     }
 
     pub fn dim(&self) -> usize {

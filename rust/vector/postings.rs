@@ -12,6 +12,8 @@ use std::ops::Bound;
 use crate::filter::{Fields, Filter, Scalar, Value};
 use crate::vector::ranges::{End, Num, Ranges, Sorted};
 
+mod bulk;
+
 /// Keys posted whatever their cardinality (one value per thread or resource).
 pub const ALWAYS_POSTED: [&str; 2] = ["resource_id", "thread_id"];
 /// A key holding more distinct values than this stops being posted (its lists would cost more

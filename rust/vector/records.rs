@@ -23,7 +23,7 @@ const OTHER: u8 = 6;
 #[derive(Debug, Default)]
 pub struct RecordTable {
     keys: Vec<Box<str>>,
-    key_ids: HashMap<Box<str>, u32>,
+    key_ids: HashMap<Box<str>, u32, rustc_hash::FxBuildHasher>,
     bytes: Vec<u8>,
     /// Where each record starts in `bytes`; one more than there are records.
     starts: Vec<u64>,
@@ -149,8 +149,8 @@ impl<'a> RecordRef<'a> {
                     let n = read_varint(self.bytes, &mut at) as usize;
                     let text = &self.bytes[at..at + n];
                     at += n;
-                    // Written from a `&str`, so always valid UTF-8.
-                    Scalar::Str(std::str::from_utf8(text).unwrap_or_default())
+                    // SAFETY: written whole from a `&str` by `push`, so valid UTF-8.
+                    Scalar::Str(unsafe { std::str::from_utf8_unchecked(text) })
                 }
                 _ => Scalar::Other,
             };

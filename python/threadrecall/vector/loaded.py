@@ -31,8 +31,9 @@ class Loaded:
 
     @property
     def stale(self) -> bool:
-        """Whether the file lags behind: new database changes, or linking done since the save."""
-        return self.saved != self.generation or self.saved_pending != self.index.pending
+        """Whether the file lags behind: new database changes, linking done or a search
+        breadth measured since the save, or a file of the previous format."""
+        return self.saved != self.generation or self.saved_pending != self.index.pending or self.index.outdated
 
     def remember(self, ids: Sequence[str], texts: Sequence[str]) -> None:
         self.metadata.update(zip(ids, texts))

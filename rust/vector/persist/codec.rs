@@ -2,7 +2,7 @@
 //! the checksum that notices a damaged file.
 
 use crate::error::{CoreError, Result};
-use crate::filter::{Scalar, Value};
+use crate::filter::Scalar;
 
 /// FNV-1a over 8-byte words: cheap, and enough to notice a damaged file.
 pub(crate) fn checksum(bytes: &[u8]) -> u64 {
@@ -97,7 +97,9 @@ impl Writer {
         }
     }
     pub(crate) fn i8s(&mut self, xs: &[i8]) {
-        self.0.extend(xs.iter().map(|&x| x as u8));
+        // SAFETY: i8 and u8 have the same size and alignment.
+        self.0
+            .extend_from_slice(unsafe { &*(xs as *const [i8] as *const [u8]) });
     }
     pub(crate) fn str(&mut self, s: &str) {
         self.u32(s.len() as u32);
@@ -168,13 +170,28 @@ impl<'a> Reader<'a> {
     pub(crate) fn count(&mut self) -> Result<usize> {
         usize::try_from(self.u64()?).map_err(|_| corrupt("bad count"))
     }
-    /// `n` four-byte words appended to `out`.
+    /// `n` four-byte words appended to `out`: one copy on a little-endian machine.
     pub(crate) fn words_into<T: Word>(&mut self, n: usize, out: &mut Vec<T>) -> Result<()> {
         let raw = self.take(n.checked_mul(4).ok_or_else(|| corrupt("bad count"))?)?;
-        out.extend(
-            raw.chunks_exact(4)
-                .map(|c| T::from_le([c[0], c[1], c[2], c[3]])),
-        );
+        if cfg!(target_endian = "little") {
+            out.reserve(n);
+            let len = out.len();
+            // SAFETY: `Word` is only f32 and u32, for which any four bytes are a value; the
+            // room was reserved, and the `n` words are written before the length covers them.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    raw.as_ptr(),
+                    out.as_mut_ptr().add(len).cast::<u8>(),
+                    raw.len(),
+                );
+                out.set_len(len + n);
+            }
+        } else {
+            out.extend(
+                raw.chunks_exact(4)
+                    .map(|c| T::from_le([c[0], c[1], c[2], c[3]])),
+            );
+        }
         Ok(())
     }
     pub(crate) fn words<T: Word>(&mut self, n: usize) -> Result<Vec<T>> {
@@ -183,7 +200,9 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
     pub(crate) fn i8s_into(&mut self, n: usize, out: &mut Vec<i8>) -> Result<()> {
-        out.extend(self.take(n)?.iter().map(|&b| b as i8));
+        let raw = self.take(n)?;
+        // SAFETY: i8 and u8 have the same size and alignment, and every byte is an i8.
+        out.extend_from_slice(unsafe { &*(raw as *const [u8] as *const [i8]) });
         Ok(())
     }
     pub(crate) fn str(&mut self) -> Result<Box<str>> {
@@ -194,18 +213,19 @@ impl<'a> Reader<'a> {
         let raw = self.take(n)?;
         std::str::from_utf8(raw).map_err(|_| corrupt("bad text"))
     }
-    pub(crate) fn value(&mut self) -> Result<Value> {
+    /// A value as [`Writer::value`] wrote it, its text borrowed from the bytes.
+    pub(crate) fn scalar(&mut self) -> Result<Scalar<'a>> {
         Ok(match self.u8()? {
-            0 => Value::Null,
-            1 => Value::Bool(self.u8()? != 0),
-            2 => Value::Int(i64::from_le_bytes(
+            0 => Scalar::Null,
+            1 => Scalar::Bool(self.u8()? != 0),
+            2 => Scalar::Int(i64::from_le_bytes(
                 self.take(8)?.try_into().unwrap_or_default(),
             )),
-            3 => Value::Float(f64::from_le_bytes(
+            3 => Scalar::Float(f64::from_le_bytes(
                 self.take(8)?.try_into().unwrap_or_default(),
             )),
-            4 => Value::Str(self.str()?),
-            5 => Value::Other,
+            4 => Scalar::Str(self.str_ref()?),
+            5 => Scalar::Other,
             _ => return Err(corrupt("bad value tag")),
         })
     }

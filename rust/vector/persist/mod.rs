@@ -11,8 +11,13 @@
 //! `length u64 | payload | checksum u64 of the payload`. A payload holds the generation, rng,
 //! entry point and slot count after the save, then per new slot its level, codes and their
 //! error terms, id, metadata record, parent, tombstone and lists; then each older slot whose
-//! lists or parent changed (slot, parent, lists), the older slots deleted, and the queue of
-//! slots waiting to be linked. The first frame holds every slot. All little-endian.
+//! lists or parent changed (slot, parent, lists), the older slots deleted, the queue of
+//! slots waiting to be linked, and the default search breadths measured so far (`k`, linked
+//! slots, breadth; see `breadth`). The first frame holds every slot. All little-endian.
+//!
+//! A load copies each array once out of the file's bytes, into memory allocated at its final
+//! size. (The file is not mapped: one rewritten in place by another program would fault the
+//! process.)
 //!
 //! A save first writes the vectors of its new slots and syncs them, then appends its frame
 //! and syncs it: a crash before the end of the frame leaves a frame that fails its checksum,
@@ -32,18 +37,23 @@ use std::path::{Path, PathBuf};
 
 use crate::distance::Metric;
 use crate::error::{CoreError, Result};
-use crate::filter::Record;
 use crate::vector::adjacency::Adjacency;
+use crate::vector::breadth::{self, DEFAULT_K};
 use crate::vector::codes::Codes;
-use crate::vector::graph::{Graph, Params, NONE};
+use crate::vector::graph::{advise_huge_pages, Graph, Params, NONE};
 use crate::vector::ids::Ids;
+use crate::vector::plan::EF_DEFAULT;
+use crate::vector::postings::Postings;
 use crate::vector::records::RecordTable;
 use crate::vector::VectorIndex;
 use codec::{checksum, corrupt, Reader, Writer};
 use originals::{Backing, Originals};
 
 const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
+/// The previous version, read too (its frames lack the breadths); the next save of an index
+/// loaded from one rewrites both files in the current version.
+const PREVIOUS_VERSION: u32 = 5;
 /// Rows a load re-quantises to check the vectors file against the saved codes, spread over
 /// the index (every row of the last frame counts too, up to this many).
 const CHECKED_ROWS: usize = 256;
@@ -68,6 +78,8 @@ struct Saved {
     slots: usize,
     /// The index file's length after the save.
     len: u64,
+    /// The count of breadth measures the save wrote (see `breadth`).
+    breadths: u64,
 }
 
 /// What [`save`] did, for [`finish`].
@@ -84,6 +96,9 @@ pub struct Written {
 /// both files anew. Call [`finish`] afterwards under a write hold of the index.
 pub fn save(index: &VectorIndex, path: &Path, generation: u64, origin: &str) -> Result<Written> {
     let g = &index.graph;
+    // The default breadth, measured now if it is not yet (or no longer): the file keeps it,
+    // so a reopened index answers its first search without measuring.
+    g.default_ef(DEFAULT_K, EF_DEFAULT);
     let _linking = g.linking.lock(); // no half-linked batch in the file
     let mut journal = index.journal.lock().unwrap_or_else(|e| e.into_inner());
     let appendable = journal.saved.as_ref().is_some_and(|s| {
@@ -132,6 +147,16 @@ pub fn finish(index: &mut VectorIndex, written: Written) -> Result<()> {
     Ok(())
 }
 
+/// Whether a save would write more than the database changes and linking since the last:
+/// a breadth measured since, or a file of the previous version (or none yet).
+pub fn outdated(index: &VectorIndex) -> bool {
+    let journal = index.journal.lock().unwrap_or_else(|e| e.into_inner());
+    journal
+        .saved
+        .as_ref()
+        .is_none_or(|s| s.breadths != index.graph.measured_breadths().1)
+}
+
 fn append(index: &VectorIndex, journal: &mut Journal, path: &Path, generation: u64) -> Result<()> {
     let g = &index.graph;
     let Some(first) = journal.saved.as_ref().map(|s| s.slots) else {
@@ -142,7 +167,7 @@ fn append(index: &VectorIndex, journal: &mut Journal, path: &Path, generation: u
         g.originals.copy_rows(b, g.originals.stored())?;
     }
     g.originals.sync()?;
-    let bytes = frame(index, first, generation, &journal.removed);
+    let (bytes, breadths) = frame(index, first, generation, &journal.removed);
     let mut file = OpenOptions::new()
         .append(true)
         .open(path)
@@ -153,6 +178,7 @@ fn append(index: &VectorIndex, journal: &mut Journal, path: &Path, generation: u
     if let Some(saved) = journal.saved.as_mut() {
         saved.slots = g.slots();
         saved.len += bytes.len() as u64;
+        saved.breadths = breadths;
     }
     journal.removed.clear();
     Ok(())
@@ -178,7 +204,8 @@ fn write_full(
         return Err(e);
     }
     let mut bytes = header(g.params(), origin, backing.id);
-    bytes.extend_from_slice(&frame(index, 0, generation, &[]));
+    let (first_frame, breadths) = frame(index, 0, generation, &[]);
+    bytes.extend_from_slice(&first_frame);
     write(path, &bytes)?;
     journal.removed.clear();
     journal.saved = Some(Saved {
@@ -187,6 +214,7 @@ fn write_full(
         vectors: backing.id,
         slots: g.slots(),
         len: bytes.len() as u64,
+        breadths,
     });
     Ok(backing)
 }
@@ -235,8 +263,9 @@ fn header(p: &Params, origin: &str, vectors: u128) -> Vec<u8> {
 }
 
 /// One frame: the slots from `first` on, the older slots whose lists changed since the last
-/// save (their marks are cleared), the older ones in `removed`, and the queue.
-fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) -> Vec<u8> {
+/// save (their marks are cleared), the older ones in `removed`, the queue, and the measured
+/// breadths. Returns it and the count of breadth measures it holds.
+fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) -> (Vec<u8>, u64) {
     let g = &index.graph;
     let (n, dim) = (g.slots(), g.params().dim);
     let new = n - first;
@@ -249,7 +278,9 @@ fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) ->
     w.u64(first as u64);
     w.u64(n as u64);
     w.bytes(&g.levels[first..]);
-    w.i8s(&g.codes.codes[first * dim..]);
+    for run in g.codes.runs_from(first * dim) {
+        w.i8s(run);
+    }
     let c = &g.codes;
     for terms in [&c.scales, &c.norms, &c.residuals, &c.norm_gaps] {
         w.words(&terms[first..]);
@@ -297,11 +328,14 @@ fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) ->
     w.words(&gone);
     w.u64(g.pending.len() as u64);
     g.pending.iter().for_each(|&s| w.u32(s));
+    let (breadths, measures) = g.measured_breadths();
+    w.u64(breadths.len() as u64);
+    breadths.iter().flatten().for_each(|&x| w.u64(x));
     let len = w.len() - 8;
     w.put_u64(0, len as u64);
     let sum = checksum(&w.as_bytes()[8..]);
     w.u64(sum);
-    w.into_bytes()
+    (w.into_bytes(), measures)
 }
 
 /// Reads the index file at `path` and opens its vectors file; anything truncated, foreign or
@@ -309,60 +343,79 @@ fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) ->
 /// index back to the save before it). Returns the index and the generation and origin of the
 /// last complete save.
 pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
-    let bytes = fs::read(path).map_err(|e| io_error("read", path, e))?;
-    let (params, origin, vectors, start) = read_header(&bytes)?;
-    let mut state = Loaded::new(params);
+    // Read, not mapped: a file rewritten in place by another program would fault a mapping.
+    let file_bytes = fs::read(path).map_err(|e| io_error("read", path, e))?;
+    let bytes: &[u8] = &file_bytes;
+    let (params, version, origin, vectors, start) = read_header(bytes)?;
+    let mut state = Loaded::new(params, version);
     let mut at = start;
     let mut last = None;
-    while let Some((payload, end)) = next_frame(&bytes, at) {
+    while let Some((payload, end)) = next_frame(bytes, at) {
         last = Some(state.apply(payload)?);
         at = end;
     }
     let (generation, last_first) = last.ok_or_else(|| corrupt("no complete save"))?;
     let slots = state.levels.len();
+    drop(file_bytes);
+    let codes = std::mem::take(&mut state.codes);
     let backing = Backing::open(&vectors_path(path), params.dim, vectors, &origin, slots)?;
     let originals = Originals::over(params.dim, backing, std::mem::take(&mut state.sums));
     check_rows(&originals, last_first)?;
-    let graph = Graph::from_parts(
-        params,
-        state.rng,
-        originals,
-        state.codes,
-        state.levels,
-        Adjacency::from_words(params.m, state.level0, state.upper, state.parents),
-        state.deleted,
-        state.entry,
-        state.pending.into(),
-    );
-    graph.validate().map_err(|e| corrupt(&e))?;
-    let mut ids = state.ids;
-    for slot in (0..slots as u32).filter(|&s| !graph.is_deleted(s)) {
-        if ids.find(ids.get(slot)).is_some() {
+    let records = std::mem::take(&mut state.records);
+    // The slot lists are built beside the rest (they need only the records and tombstones).
+    let (graph, ids, postings) = std::thread::scope(|scope| {
+        let deleted = state.deleted.clone();
+        let records = &records;
+        let postings = scope.spawn(move || {
+            let live = (0..deleted.len() as u32).filter(|&s| !deleted[s as usize]);
+            Postings::of_records(records, live)
+        });
+        let graph = Graph::from_parts(
+            params,
+            state.rng,
+            originals,
+            codes,
+            state.levels,
+            Adjacency::from_words(params.m, state.level0, state.upper, state.parents),
+            state.deleted,
+            state.entry,
+            state.pending.into(),
+        );
+        graph.validate().map_err(|e| corrupt(&e))?;
+        graph.restore_breadths(&state.breadths);
+        let mut ids = state.ids;
+        if !ids.revive_all((0..slots as u32).filter(|&s| !graph.is_deleted(s))) {
             return Err(corrupt("an id with two live slots"));
         }
-        ids.revive(slot);
-    }
-    let index = VectorIndex::from_graph(graph, ids, state.records);
+        let postings = postings
+            .join()
+            .map_err(|_| corrupt("the metadata could not be read"))?;
+        Ok((graph, ids, postings))
+    })?;
+    let index = VectorIndex::assemble(graph, ids, records, postings);
+    // A file of the previous version is not appended to: the next save writes both anew.
+    let saved = (version == FORMAT_VERSION).then(|| Saved {
+        path: path.to_path_buf(),
+        origin: origin.clone(),
+        vectors,
+        slots,
+        len: at as u64,
+        breadths: index.graph.measured_breadths().1,
+    });
     *index.journal.lock().unwrap_or_else(|e| e.into_inner()) = Journal {
-        saved: Some(Saved {
-            path: path.to_path_buf(),
-            origin: origin.clone(),
-            vectors,
-            slots,
-            len: at as u64,
-        }),
+        saved,
         removed: Vec::new(),
     };
     Ok((index, generation, origin))
 }
 
-fn read_header(bytes: &[u8]) -> Result<(Params, Box<str>, u128, usize)> {
+fn read_header(bytes: &[u8]) -> Result<(Params, u32, Box<str>, u128, usize)> {
     if bytes.len() < MAGIC.len() + 4 || &bytes[..MAGIC.len()] != MAGIC {
         return Err(corrupt("not a threadrecall index file"));
     }
     let mut r = Reader::new(bytes, MAGIC.len());
     let version = r.u32()?;
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != PREVIOUS_VERSION {
         return Err(corrupt(&format!(
             "format version {version}, expected {FORMAT_VERSION}"
         )));
@@ -379,7 +432,7 @@ fn read_header(bytes: &[u8]) -> Result<(Params, Box<str>, u128, usize)> {
     }
     let params = Params::new(dim, metric, m, ef_construction, seed)
         .map_err(|_| corrupt("bad parameters"))?;
-    Ok((params, origin, vectors, r.at()))
+    Ok((params, version, origin, vectors, r.at()))
 }
 
 /// The payload of the frame at `at` and where the next begins; `None` at the end of the
@@ -395,6 +448,7 @@ fn next_frame(bytes: &[u8], at: usize) -> Option<(&[u8], usize)> {
 /// The arrays of an index as its frames rebuild them.
 struct Loaded {
     params: Params,
+    version: u32,
     rng: u64,
     entry: u32,
     levels: Vec<u8>,
@@ -407,12 +461,14 @@ struct Loaded {
     level0: Vec<u32>,
     upper: Vec<Vec<u32>>,
     pending: Vec<u32>,
+    breadths: Vec<breadth::Saved>,
 }
 
 impl Loaded {
-    fn new(params: Params) -> Loaded {
+    fn new(params: Params, version: u32) -> Loaded {
         Loaded {
             params,
+            version,
             rng: 0,
             entry: NONE,
             levels: Vec::new(),
@@ -425,7 +481,28 @@ impl Loaded {
             level0: Vec::new(),
             upper: Vec::new(),
             pending: Vec::new(),
+            breadths: Vec::new(),
         }
+    }
+
+    /// Room for the `slots` of the first frame (most of an index, usually): the large arrays
+    /// are allocated once, on huge pages where the system offers them, before they are filled.
+    fn reserve(&mut self, slots: usize, payload_len: usize) -> Result<()> {
+        let dim = self.params.dim;
+        let width = 2 * self.params.m + 1;
+        // Every slot takes at least its codes and level-0 block: no count past what the
+        // payload can hold is believed.
+        if slots
+            .checked_mul(dim + 4 * width)
+            .is_none_or(|bytes| bytes > payload_len)
+        {
+            return Err(corrupt("bad count"));
+        }
+        self.codes.reserve(slots, dim, true);
+        self.level0.reserve_exact(slots * width);
+        advise_huge_pages(&self.codes.codes);
+        advise_huge_pages(&self.level0);
+        Ok(())
     }
 
     /// Applies one frame; returns its generation and its first new slot.
@@ -441,6 +518,9 @@ impl Loaded {
             return Err(corrupt("frames out of order"));
         }
         let new = slots - first;
+        if first == 0 {
+            self.reserve(slots, payload.len())?;
+        }
         let levels = r.take(new)?;
         if levels
             .iter()
@@ -450,10 +530,8 @@ impl Loaded {
         }
         self.levels.extend_from_slice(levels);
         let c = &mut self.codes;
-        r.i8s_into(
-            new.checked_mul(dim).ok_or_else(|| corrupt("bad count"))?,
-            &mut c.codes,
-        )?;
+        let code_bytes = new.checked_mul(dim).ok_or_else(|| corrupt("bad count"))?;
+        r.i8s_into(code_bytes, &mut c.codes)?;
         for terms in [
             &mut c.scales,
             &mut c.norms,
@@ -468,13 +546,18 @@ impl Loaded {
             self.ids.push(r.str_ref()?, false);
         }
         self.records.reserve(new);
+        let mut entries = Vec::new();
         for _ in 0..new {
-            let mut record = Record::new();
+            entries.clear();
             for _ in 0..r.u32()? {
-                let key = r.str()?;
-                record.set(&key, r.value()?);
+                let key = r.str_ref()?;
+                // Saved from a record, whose keys are ascending.
+                if entries.last().is_some_and(|&(last, _)| last >= key) {
+                    return Err(corrupt("bad record"));
+                }
+                entries.push((key, r.scalar()?));
             }
-            self.records.push_record(&record);
+            self.records.push(entries.iter().copied());
         }
         r.words_into(new, &mut self.parents)?;
         self.deleted.extend(r.take(new)?.iter().map(|&b| b != 0));
@@ -505,6 +588,16 @@ impl Loaded {
         }
         let queued = r.count()?;
         self.pending = r.words(queued)?;
+        if self.version >= 6 {
+            self.breadths.clear();
+            for _ in 0..r.count()? {
+                let [k, linked, ef] = [r.u64()?, r.u64()?, r.u64()?];
+                if k == 0 || ef < k || ef > 1 << 24 || linked > slots as u64 {
+                    return Err(corrupt("bad breadth"));
+                }
+                self.breadths.push([k, linked, ef]);
+            }
+        }
         if self
             .parents
             .iter()

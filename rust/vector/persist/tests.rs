@@ -318,3 +318,74 @@ fn empty_index_round_trips_and_missing_file_is_an_io_error() {
     assert!(back.is_empty());
     assert!(matches!(load(&temp("missing.hnsw")), Err(CoreError::Io(_))));
 }
+
+#[test]
+fn a_saved_index_carries_its_measured_breadths() {
+    let (mut idx, _) = sample();
+    let path = temp("breadth.hnsw");
+    full_save(&mut idx, &path, 1, "db");
+    let (measured, _) = idx.graph.measured_breadths();
+    assert!(
+        measured.iter().any(|m| m[0] == DEFAULT_K as u64),
+        "{measured:?}"
+    );
+    let (back, _, _) = load(&path).unwrap();
+    assert_eq!(back.graph.measured_breadths().0, measured);
+    assert!(!outdated(&back));
+    // A breadth measured after the load makes the file outdated; the next save keeps it.
+    back.graph.default_ef(7, EF_DEFAULT);
+    assert!(outdated(&back));
+    let mut back = back;
+    full_save(&mut back, &path, 1, "db");
+    assert!(!outdated(&back));
+    let (again, _, _) = load(&path).unwrap();
+    let kept = again.graph.measured_breadths().0;
+    assert!(kept.iter().any(|m| m[0] == 7) && kept.iter().any(|m| m[0] == 10));
+}
+
+/// `bytes` of a current file holding one frame without breadths, as the previous version
+/// wrote it: version 5 in the header, no breadth count at the end of the frame.
+fn as_previous_version(bytes: &[u8]) -> Vec<u8> {
+    let (_, _, _, _, start) = read_header(bytes).unwrap();
+    let mut header = bytes[..start - 8].to_vec();
+    header[8..12].copy_from_slice(&PREVIOUS_VERSION.to_le_bytes());
+    let sum = checksum(&header);
+    header.extend_from_slice(&sum.to_le_bytes());
+    let len = u64::from_le_bytes(bytes[start..start + 8].try_into().unwrap()) as usize;
+    let payload = &bytes[start + 8..start + 8 + len];
+    assert_eq!(&payload[len - 8..], &[0; 8], "no breadths in the frame");
+    let payload = &payload[..len - 8];
+    header.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    header.extend_from_slice(payload);
+    header.extend_from_slice(&checksum(payload).to_le_bytes());
+    header
+}
+
+#[test]
+fn a_file_of_the_previous_version_loads_and_is_then_saved_whole() {
+    // 200 vectors: too few to measure a breadth, so the frame holds none.
+    let data = clustered(33, 200, 12, 7);
+    let mut idx = VectorIndex::new(12, Metric::Cosine, 8, 60, 5).unwrap();
+    let flat: Vec<f32> = data.iter().flatten().copied().collect();
+    idx.add(
+        (0..200).map(|i| format!("id-{i}")).collect(),
+        &flat,
+        metas(0..200),
+    )
+    .unwrap();
+    idx.link_pending(150);
+    let path = temp("previous.hnsw");
+    full_save(&mut idx, &path, 4, "db");
+    fs::write(&path, as_previous_version(&fs::read(&path).unwrap())).unwrap();
+    let (mut back, generation, _) = load(&path).unwrap();
+    assert_eq!(generation, 4);
+    same_answers(&idx, &back, &data[..10]);
+    assert!(outdated(&back), "to be rewritten in the current version");
+    full_save(&mut back, &path, 5, "db");
+    let bytes = fs::read(&path).unwrap();
+    assert_eq!(bytes[8..12], FORMAT_VERSION.to_le_bytes());
+    let (again, generation, _) = load(&path).unwrap();
+    assert_eq!(generation, 5);
+    assert!(!outdated(&again));
+    same_answers(&idx, &again, &data[..10]);
+}
