@@ -9,6 +9,7 @@ none of the async calls.
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 
 import psycopg
@@ -18,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 from threadrecall import Memory
 from threadrecall.errors import ThreadNotFoundError
 from threadrecall.storage import PostgresStorage
+from threadrecall.storage.postgres.async_pools import LoopPools
 
 
 @pytest.fixture
@@ -211,3 +213,32 @@ def test_each_event_loop_gets_a_pool_of_its_own(storage):
     for n in range(3):
         asyncio.run(memory.asave_messages(_turn("t1", n)))
     assert asyncio.run(memory.arecall("t1", per_page=False)).total == 6
+
+
+def test_a_loops_pool_is_closed_as_the_loop_shuts_down(storage):
+    memory = Memory(storage=storage)
+
+    async def main():
+        await memory.asave_messages(_turn("t1", 0))
+        return await storage._apools.pool()
+
+    pool = asyncio.run(main())
+    assert pool.closed
+    assert memory.recall("t1", per_page=False).total == 2
+
+
+def test_a_loop_shuts_down_while_its_pool_is_still_connecting():
+    silent = socket.create_server(("127.0.0.1", 0))  # the kernel accepts, nobody answers
+    pools = LoopPools(f"host=127.0.0.1 port={silent.getsockname()[1]} dbname=x user=x", {}, 4, "silent")
+
+    async def main():
+        await pools.pool()
+        await asyncio.sleep(0.2)  # the first connection attempt now waits for the server
+
+    ended = threading.Event()
+    runner = threading.Thread(target=lambda: (asyncio.run(main()), ended.set()), daemon=True)
+    runner.start()
+    try:
+        assert ended.wait(30), "asyncio.run did not return: a pool worker outlived the loop's end"
+    finally:
+        silent.close()

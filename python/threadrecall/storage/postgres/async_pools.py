@@ -2,13 +2,17 @@
 
 An ``AsyncConnectionPool`` belongs to the loop it was opened on, and a program may run
 several loops one after another (each ``asyncio.run``), so a storage opens a pool on each
-loop's first async call. A pool given by the caller serves every call as it is, and is left
-open by ``close()``.
+loop's first async call, and closes it when that loop shuts down: a task of the loop waits
+for the loop's end (``asyncio.run`` cancels it) and closes the pool then. Left to that
+cancellation instead, a pool's worker cancelled while it connects takes it for a failed
+connection attempt and goes on waiting for work, and ``asyncio.run`` never returns. A pool
+given by the caller serves every call as it is, and is left open by ``close()``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -30,6 +34,10 @@ class LoopPools:
         self._given = given
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = (
             weakref.WeakKeyDictionary())
+        # Per loop, the event that asks its keeper task to close its pool, and that task.
+        self._keepers: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[asyncio.Event, asyncio.Task[None]]] = (
+            weakref.WeakKeyDictionary())
 
     async def pool(self) -> AsyncConnectionPool:
         """The pool of the running loop."""
@@ -42,8 +50,26 @@ class LoopPools:
                                        kwargs={**self._kwargs, "autocommit": True}, open=False,
                                        name=f"{self._name}.async")
             self._pools[loop] = pool
+            stop = asyncio.Event()
+            self._keepers[loop] = stop, loop.create_task(self._keep(loop, pool, stop),
+                                                         name=f"{self._name}.async-keeper")
             await pool.open()
         return pool
+
+    async def _keep(self, loop: asyncio.AbstractEventLoop, pool: AsyncConnectionPool,
+                    stop: asyncio.Event) -> None:
+        """Close ``pool`` once asked to, or once its loop shuts down (this task cancelled)."""
+        try:
+            await stop.wait()
+        finally:
+            if self._pools.get(loop) is pool:
+                del self._pools[loop]
+            if self._keepers.get(loop, (None, None))[0] is stop:
+                del self._keepers[loop]
+            # At shutdown the pool's workers were cancelled too: waiting for them ends in
+            # their CancelledError once they stopped, which is all that is left to do.
+            with contextlib.suppress(asyncio.CancelledError):
+                await pool.close()
 
     async def fetch(self, query: str, params: Mapping[str, Any], *,
                     rows: bool = True) -> list[tuple[Any, ...]]:
@@ -61,21 +87,27 @@ class LoopPools:
 
     async def aclose(self) -> None:
         """Close the pool of the running loop (a given pool stays open)."""
-        pool = self._pools.pop(asyncio.get_running_loop(), None)
-        if pool is not None:
-            await pool.close()
+        loop = asyncio.get_running_loop()
+        self._pools.pop(loop, None)
+        keeper = self._keepers.pop(loop, None)
+        if keeper is not None:
+            stop, task = keeper
+            stop.set()
+            await asyncio.wait([task])
 
     def close(self) -> None:
-        """Close the pools this object opened whose loops are not running; a running loop's
-        pool is closed on that loop, in the background."""
-        for loop, pool in list(self._pools.items()):
-            del self._pools[loop]
+        """Close the pools this object opened: on a loop that is not running, at once; on a
+        running loop, in the background (a closed loop closed its pool as it shut down)."""
+        for loop, (stop, task) in list(self._keepers.items()):
+            del self._keepers[loop]
             if loop.is_closed():
-                continue  # its connections went with the loop's sockets
+                continue
             if loop.is_running():
-                asyncio.run_coroutine_threadsafe(pool.close(), loop)
+                loop.call_soon_threadsafe(stop.set)
             else:
-                loop.run_until_complete(pool.close())
+                stop.set()
+                loop.run_until_complete(asyncio.wait([task]))
+        self._pools.clear()
 
 
 async def fetch(conn: AsyncConnection, query: str, params: Mapping[str, Any], *,
