@@ -53,6 +53,8 @@ os._exit(0)  # no save at exit: every run opens the same file
 
 
 def main() -> None:
+    if len(sys.argv) < 2 or not os.path.exists(sys.argv[1]):
+        sys.exit(__doc__)
     db = sys.argv[1]
     name = sys.argv[2] if len(sys.argv) > 2 else "bench"
     dim = sys.argv[3] if len(sys.argv) > 3 else "384"
