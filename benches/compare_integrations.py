@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import operator
 import os
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import duckdb
 
@@ -68,25 +67,14 @@ class Bench:
 # ----------------------------------------------------------------------------- frameworks
 
 def langgraph(bench: Bench, durability: str) -> dict[str, Turn]:
+    from bench_langgraph import review_graph
     from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.graph import END, START, StateGraph
-    from langgraph.types import Command, interrupt
+    from langgraph.types import Command
 
     from threadrecall.integrations.langgraph import ThreadRecallSaver
 
-    class Steps(TypedDict):
-        steps: Annotated[list[str], operator.add]
-
     def run_on(saver: Any) -> Turn:
-        builder = StateGraph(Steps)
-        builder.add_node("draft", lambda s: {"steps": ["drafted"]})
-        builder.add_node("review", lambda s: {"steps": [f"reviewed:{interrupt('approve?')}"]})
-        builder.add_node("publish", lambda s: {"steps": ["published"]})
-        builder.add_edge(START, "draft")
-        builder.add_edge("draft", "review")
-        builder.add_edge("review", "publish")
-        builder.add_edge("publish", END)
-        graph = builder.compile(checkpointer=saver)
+        graph = review_graph(saver)
         ids = itertools.count()
 
         def run() -> Any:
