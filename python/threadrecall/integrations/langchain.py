@@ -59,6 +59,11 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
     ``resource_id`` owns the thread: it is created for that resource on the first message,
     and reading a thread that another resource owns raises ``ResourceMismatchError``.
 
+    A read converts only the messages that changed since the previous read: a stored message
+    equal to the one converted then gives back the same LangChain object, as
+    ``InMemoryChatMessageHistory`` hands out the objects it holds (so change them by saving,
+    not in place).
+
     >>> from threadrecall import Memory
     >>> from langchain_core.messages import AIMessage, HumanMessage
     >>> history = ThreadRecallChatMessageHistory(Memory(), "chat-1", resource_id="alice")
@@ -73,6 +78,7 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
         self.memory = memory
         self.thread_id = check_thread_id(thread_id)
         self.resource_id = resource_id
+        self._converted: dict[str, tuple[Message, BaseMessage]] = {}  # by id, from the last read
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -81,7 +87,7 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
             found = self.memory.recall(self.thread_id, resource_id=self.resource_id, per_page=False)
         except ThreadNotFoundError:
             return []
-        return [langchain_message(m) for m in found.messages]
+        return self._langchain(found.messages)
 
     async def aget_messages(self) -> list[BaseMessage]:
         """The async twin of ``messages``."""
@@ -89,7 +95,17 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
             found = await self.memory.arecall(self.thread_id, resource_id=self.resource_id, per_page=False)
         except ThreadNotFoundError:
             return []
-        return [langchain_message(m) for m in found.messages]
+        return self._langchain(found.messages)
+
+    def _langchain(self, messages: Sequence[Message]) -> list[BaseMessage]:
+        """The LangChain messages of stored ones, reusing the last read's conversion of each
+        message that is unchanged (a comparison costs a fraction of a conversion)."""
+        last, now = self._converted, {}
+        for message in messages:
+            hit = last.get(message.id)
+            now[message.id] = hit if hit is not None and hit[0] == message else (message, langchain_message(message))
+        self._converted = now
+        return [now[m.id][1] for m in messages]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append messages in order, in one transaction."""
