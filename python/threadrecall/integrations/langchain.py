@@ -28,6 +28,7 @@ from ..errors import InvalidArgumentError, ResourceMismatchError, ThreadNotFound
 from ..memory import Memory
 from ..recall import check_thread_id
 from ..types import Message
+from .conversions import Conversions
 from .parts import PartCodec
 
 __all__ = ["ThreadRecallChatMessageHistory", "langchain_message", "message_of"]
@@ -59,10 +60,9 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
     ``resource_id`` owns the thread: it is created for that resource on the first message,
     and reading a thread that another resource owns raises ``ResourceMismatchError``.
 
-    A read converts only the messages that changed since the previous read: a stored message
-    equal to the one converted then gives back the same LangChain object, as
-    ``InMemoryChatMessageHistory`` hands out the objects it holds (so change them by saving,
-    not in place).
+    A read builds only the messages added or changed since the previous read and gives back
+    the same LangChain objects for the others (``Conversions``), as
+    ``InMemoryChatMessageHistory`` hands out the objects it holds.
 
     >>> from threadrecall import Memory
     >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -78,7 +78,7 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
         self.memory = memory
         self.thread_id = check_thread_id(thread_id)
         self.resource_id = resource_id
-        self._converted: dict[str, tuple[Message, BaseMessage]] = {}  # by id, from the last read
+        self._converted = Conversions(langchain_message)
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -87,7 +87,7 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
             found = self.memory.recall(self.thread_id, resource_id=self.resource_id, per_page=False)
         except ThreadNotFoundError:
             return []
-        return self._langchain(found.messages)
+        return self._converted.of(found.messages)
 
     async def aget_messages(self) -> list[BaseMessage]:
         """The async twin of ``messages``."""
@@ -95,17 +95,7 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
             found = await self.memory.arecall(self.thread_id, resource_id=self.resource_id, per_page=False)
         except ThreadNotFoundError:
             return []
-        return self._langchain(found.messages)
-
-    def _langchain(self, messages: Sequence[Message]) -> list[BaseMessage]:
-        """The LangChain messages of stored ones, reusing the last read's conversion of each
-        message that is unchanged (a comparison costs a fraction of a conversion)."""
-        last, now = self._converted, {}
-        for message in messages:
-            hit = last.get(message.id)
-            now[message.id] = hit if hit is not None and hit[0] == message else (message, langchain_message(message))
-        self._converted = now
-        return [now[m.id][1] for m in messages]
+        return self._converted.of(found.messages)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append messages in order, in one transaction."""
