@@ -7,8 +7,9 @@ Run: ``python benches/compare_integrations.py [--rounds 60] [--only langgraph,ll
 For each framework it prints the median, best (minimum) and p90 time of a turn per backend,
 the ratio of each to the framework default's, and how many DuckDB transactions threadrecall
 committed per turn. The same run measures the durable-write floor on the same disk: one
-``save_messages`` of one message, a bare DuckDB insert in its own transaction, and one
-``fdatasync`` of a small append, so ``commits x floor`` can be set beside each default's turn.
+``save_messages`` of one message, a bare DuckDB insert in its own transaction, the same insert
+into an in-memory database (the statement without the disk), and one ``fdatasync`` of a small
+append, so ``commits x floor`` can be set beside each default's turn.
 threadrecall is on a DuckDB file in a temporary directory throughout.
 """
 
@@ -197,12 +198,15 @@ def llama_index(bench: Bench) -> dict[str, Turn]:
 
 
 def floor(bench: Bench) -> dict[str, Turn]:
-    """The durable-write floor: what one commit costs on this disk, three ways."""
+    """The durable-write floor: what one commit costs on this disk, and what of it is the
+    statement rather than the disk (the same insert into an in-memory database)."""
     memory = bench.memory()
     memory.create_thread("r", thread_id="floor")
     ids = itertools.count()
     con = duckdb.connect(str(bench.path(".duckdb")))
     con.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT)")
+    mem = duckdb.connect(":memory:")
+    mem.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT)")
     fd = os.open(bench.path(".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 
     def raw() -> None:
@@ -210,11 +214,17 @@ def floor(bench: Bench) -> dict[str, Turn]:
         con.execute("INSERT INTO t VALUES (?, ?)", [next(ids), "x" * 200])
         con.execute("COMMIT")
 
+    def in_memory() -> None:
+        mem.execute("BEGIN")
+        mem.execute("INSERT INTO t VALUES (?, ?)", [next(ids), "x" * 200])
+        mem.execute("COMMIT")
+
     def sync() -> None:
         os.write(fd, b"x" * 200)
         os.fdatasync(fd)
 
     return {"fdatasync of a 200-byte append": sync, "DuckDB insert, own transaction": raw,
+            "the same insert, in-memory database": in_memory,
             "save_messages of one message": lambda: memory.save_messages(
                 [{"thread_id": "floor", "role": "user", "content": f"m{next(ids)}"}])}
 
