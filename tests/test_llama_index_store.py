@@ -304,6 +304,14 @@ def test_db_store_add_get_count(db_store):
     assert run(db_store.count_messages("nonexistent")) == 0
 
 
+def test_db_store_reads_are_not_changed_by_what_their_reader_writes_into_them(db_store):
+    """llama_index's Memory writes its memory blocks into the messages it reads."""
+    run(db_store.add_message("user1", msg("hello")))
+    first = run(db_store.get_messages("user1"))
+    first[0].blocks = [TextBlock(text="<memory>"), *first[0].blocks]
+    assert [m.content for m in run(db_store.get_messages("user1"))] == ["hello"]
+
+
 def test_db_store_set_and_delete(db_store):
     run(db_store.add_messages("k", [msg("initial"), msg("other")]))
     run(db_store.set_messages("k", [msg("replaced1"), msg("replaced2")]))

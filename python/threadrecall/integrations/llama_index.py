@@ -217,11 +217,9 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     memory: Any = Field(exclude=True)
     resource_id: str | None = None
-    _converted: Conversions[ChatMessage] = PrivateAttr()
 
     def __init__(self, memory: Memory, *, resource_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(memory=memory, resource_id=resource_id, **kwargs)  # type: ignore[call-arg]
-        self._converted = Conversions(chat_message)
 
     @classmethod
     def class_name(cls) -> str:
@@ -236,7 +234,9 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
         stored = await _in_transaction(self.memory, self._stored, key, _status(status))
         start = offset or 0
         end = None if limit is None else start + limit
-        return self._converted.of(stored[start:end], key)
+        # Built anew on every read: llama_index's Memory writes its memory blocks into the
+        # messages it gets, which a shared object would carry into the next read.
+        return [chat_message(m) for m in stored[start:end]]
 
     async def count_messages(self, key: str, status: MessageStatus | None = MessageStatus.ACTIVE) -> int:
         return len(await _in_transaction(self.memory, self._stored, key, _status(status)))
