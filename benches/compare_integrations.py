@@ -6,9 +6,12 @@ Run: ``python benches/compare_integrations.py [--rounds 60] [--only langgraph,ll
 
 For each framework it prints the median, best (minimum) and p90 time of a turn per backend,
 the ratio of each to the framework default's, and how many DuckDB transactions threadrecall
-committed per turn. The same run measures the durable-write floor on the same disk: one
-``save_messages`` of one message, a bare DuckDB insert in its own transaction, and one
-``fdatasync`` of a small append, so ``commits x floor`` can be set beside each default's turn.
+committed per turn; and the median CPU time of a turn (the process's, all its threads), which
+waiting for the disk or for a core taken by another job does not count, so on a shared machine
+it tells the work a backend does apart from the load it meets. The same run measures the durable-write floor on the same disk: one
+``save_messages`` of one message, a bare DuckDB insert in its own transaction, the same insert
+into an in-memory database (the statement without the disk), and one ``fdatasync`` of a small
+append, so ``commits x floor`` can be set beside each default's turn.
 threadrecall is on a DuckDB file in a temporary directory throughout.
 """
 
@@ -197,12 +200,15 @@ def llama_index(bench: Bench) -> dict[str, Turn]:
 
 
 def floor(bench: Bench) -> dict[str, Turn]:
-    """The durable-write floor: what one commit costs on this disk, three ways."""
+    """The durable-write floor: what one commit costs on this disk, and what of it is the
+    statement rather than the disk (the same insert into an in-memory database)."""
     memory = bench.memory()
     memory.create_thread("r", thread_id="floor")
     ids = itertools.count()
     con = duckdb.connect(str(bench.path(".duckdb")))
     con.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT)")
+    mem = duckdb.connect(":memory:")
+    mem.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT)")
     fd = os.open(bench.path(".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 
     def raw() -> None:
@@ -210,11 +216,17 @@ def floor(bench: Bench) -> dict[str, Turn]:
         con.execute("INSERT INTO t VALUES (?, ?)", [next(ids), "x" * 200])
         con.execute("COMMIT")
 
+    def in_memory() -> None:
+        mem.execute("BEGIN")
+        mem.execute("INSERT INTO t VALUES (?, ?)", [next(ids), "x" * 200])
+        mem.execute("COMMIT")
+
     def sync() -> None:
         os.write(fd, b"x" * 200)
         os.fdatasync(fd)
 
     return {"fdatasync of a 200-byte append": sync, "DuckDB insert, own transaction": raw,
+            "the same insert, in-memory database": in_memory,
             "save_messages of one message": lambda: memory.save_messages(
                 [{"thread_id": "floor", "role": "user", "content": f"m{next(ids)}"}])}
 
@@ -232,35 +244,44 @@ FRAMEWORKS: dict[str, Callable[[Bench], dict[str, Turn]]] = {
 
 # ----------------------------------------------------------------------------- timing
 
-def interleaved(turns: dict[str, Turn], rounds: int, warmup: int = 3) -> tuple[dict[str, list[float]], float]:
-    """Seconds per turn of each backend, and threadrecall's commits per turn."""
+def interleaved(turns: dict[str, Turn], rounds: int,
+                warmup: int = 3) -> tuple[dict[str, list[float]], dict[str, list[float]], float]:
+    """Seconds per turn of each backend, wall-clock and CPU, and threadrecall's commits per turn."""
     names = list(turns)
     for _ in range(warmup):
         for name in names:
             turns[name]()
     times: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     commits = 0
     for r in range(rounds):
         for name in names if r % 2 == 0 else reversed(names):
             before = Commits.count
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             turns[name]()
             times[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
             if name == "threadrecall":
                 commits += Commits.count - before
-    return times, commits / rounds
+    return times, cpu, commits / rounds
 
 
-def report(framework: str, times: dict[str, list[float]], commits: float) -> list[str]:
+def report(framework: str, times: dict[str, list[float]], cpu: dict[str, list[float]],
+           commits: float) -> list[str]:
     ms = {name: sorted(t * 1000 for t in ts) for name, ts in times.items()}
     stats = {name: (statistics.median(v), v[0], v[int(len(v) * 0.9)]) for name, v in ms.items()}
-    base = next(iter(stats.values()))
+    cpu_ms = {name: statistics.median(ts) * 1000 for name, ts in cpu.items()}
+    first = next(iter(stats))
+    base = stats[first]
     lines = []
     for name, (median, best, p90) in stats.items():
-        ratio = "" if framework == "floor" or name == next(iter(stats)) else (
-            f"{median / base[0]:.2f}x ({best / base[1]:.2f}x best, {p90 / base[2]:.2f}x p90)")
+        ratio = cpu_ratio = ""
+        if framework != "floor" and name != first:
+            ratio = f"{median / base[0]:.2f}x ({best / base[1]:.2f}x best, {p90 / base[2]:.2f}x p90)"
+            cpu_ratio = f" ({cpu_ms[name] / cpu_ms[first]:.2f}x)" if cpu_ms[first] > 0 else ""
         extra = f", {commits:.1f} commits/turn" if name == "threadrecall" else ""
-        lines.append(f"| {framework} | {name} | {median:.2f} | {best:.2f} | {p90:.2f} | {ratio}{extra} |")
+        lines.append(f"| {framework} | {name} | {median:.2f} | {best:.2f} | {p90:.2f} | {ratio}{extra} "
+                     f"| {cpu_ms[name]:.2f}{cpu_ratio} |")
     return lines
 
 
@@ -271,13 +292,13 @@ def main() -> None:
     args = parser.parse_args()
     Commits.install()
     print(f"load average before: {os.getloadavg()[0]:.1f}")
-    print("| framework | backend | median ms | best ms | p90 ms | threadrecall / default |")
-    print("|---|---|---|---|---|---|")
+    print("| framework | backend | median ms | best ms | p90 ms | threadrecall / default | CPU ms (/ default) |")
+    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
         bench = Bench(Path(folder))
         for framework in args.only.split(","):
-            times, commits = interleaved(FRAMEWORKS[framework](bench), args.rounds)
-            print("\n".join(report(framework, times, commits)), flush=True)
+            times, cpu, commits = interleaved(FRAMEWORKS[framework](bench), args.rounds)
+            print("\n".join(report(framework, times, cpu, commits)), flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 

@@ -63,6 +63,38 @@ def test_commit_callbacks_run_only_once_a_lone_deferred_write_has_committed(db):
     assert seen == [[6]]
 
 
+def test_rows_deferred_one_after_another_run_as_one_insert(db):
+    with db.transaction() as tx:
+        db.defer_rows("t", "(?)", [1])
+        db.defer_rows("t", "(?)", [2, 3])
+        assert [sql for sql, _ in tx.deferred] == ["INSERT INTO t VALUES (?), (?), (?)"]
+        db.defer("DELETE FROM t WHERE x = ?", [2])
+        db.defer_rows("t", "(?)", [4])  # after another statement: a statement of its own
+        assert len(tx.deferred) == 3
+    assert values(db) == [1, 3, 4]
+    with pytest.raises(duckdb.ConstraintException), db.transaction():
+        db.defer_rows("t", "(?)", [5])
+        db.defer_rows("t", "(?)", [1])  # a duplicate in the merged insert: nothing of it lands
+    assert values(db) == [1, 3, 4]
+
+
+def test_saves_of_one_transaction_share_one_insert(tmp_path):
+    memory = Memory(storage=DuckDBStorage(tmp_path / "m.duckdb"))
+    memory.create_thread("r", thread_id="a")
+    memory.create_thread("r", thread_id="b")
+    db = memory.storage.db
+    with memory.transaction():
+        memory.save_messages([{"thread_id": "a", "role": "user", "content": "one"}])
+        memory.save_messages([{"thread_id": "b", "role": "user", "content": "two"},
+                              {"thread_id": "a", "role": "assistant", "content": "three"}])
+        assert len(db._writer.deferred) == 1
+    memory.close()
+    reopened = Memory(storage=DuckDBStorage(tmp_path / "m.duckdb"))
+    assert [m.text for m in reopened.recall("a").messages] == ["one", "three"]
+    assert [m.text for m in reopened.recall("b").messages] == ["two"]
+    reopened.close()
+
+
 WRITER = textwrap.dedent(
     """
     import sys
@@ -87,6 +119,36 @@ def test_sigkill_keeps_every_acknowledged_one_message_save(tmp_path):
     ids = [m.id for m in memory.recall("t1", per_page=False).messages]
     assert len(ids) >= acked + 1
     assert ids == [f"m{n}" for n in range(len(ids))]
+
+
+MERGING_WRITER = textwrap.dedent(
+    """
+    import sys
+    from threadrecall import Memory
+    from threadrecall.storage import DuckDBStorage
+
+    memory = Memory(storage=DuckDBStorage(sys.argv[1]))
+    memory.create_thread("r1", thread_id="t1")
+    memory.create_thread("r1", thread_id="t2")
+    n = 0
+    while True:  # two saves in one transaction: one merged insert, auto-committed
+        with memory.transaction():
+            memory.save_messages([{"id": f"a{n}", "thread_id": "t1", "role": "user", "content": "a"}])
+            memory.save_messages([{"id": f"b{n}", "thread_id": "t2", "role": "user", "content": "b"}])
+        print(n, flush=True)
+        n += 1
+    """
+)
+
+
+def test_sigkill_keeps_every_acknowledged_merged_save(tmp_path):
+    db = tmp_path / "crash.duckdb"
+    acked = kill_after_acks(MERGING_WRITER, db, 40)
+    memory = Memory(storage=DuckDBStorage(db))
+    a = [m.id for m in memory.recall("t1", per_page=False).messages]
+    b = [m.id for m in memory.recall("t2", per_page=False).messages]
+    assert len(a) >= acked + 1 and len(a) == len(b)  # each pair landed whole or not at all
+    assert a == [f"a{n}" for n in range(len(a))] and b == [f"b{n}" for n in range(len(b))]
 
 
 def test_an_empty_transaction_sends_nothing(db):

@@ -167,6 +167,24 @@ def test_sync_and_async_share_one_history(memory):
     assert asyncio.run(history.aget_messages()) == []
 
 
+def test_a_message_changed_through_memory_reads_changed(memory):
+    """A read reuses the previous read's conversion only of messages that are unchanged."""
+    history = ThreadRecallChatMessageHistory(memory, "edited", resource_id="r")
+    history.add_messages([HumanMessage("first"), AIMessage("second")])
+    before = history.messages
+    again = history.messages
+    assert again == before and again[0] is before[0]
+    first = memory.recall("edited").messages[0]
+    memory.update_messages([{"id": first.id, "content": "first, edited"}])
+    memory.update_messages([{"id": first.id, "metadata": {"note": "kept"}}])
+    after = history.messages
+    assert [m.content for m in after] == ["first, edited", "second"]
+    assert after[0] is not before[0] and after[1] is before[1]
+    history.clear()
+    history.add_messages([HumanMessage("anew")])
+    assert [m.content for m in history.messages] == ["anew"]
+
+
 def test_histories_of_different_threads_are_separate(memory):
     a = ThreadRecallChatMessageHistory(memory, "a", resource_id="r")
     b = ThreadRecallChatMessageHistory(memory, "b", resource_id="r")

@@ -144,6 +144,22 @@ def test_llama_index_memory_archives_what_it_flushes(memory, db):
 
 # ----------------------------------------------------------------------------- BaseChatStore
 
+def test_reads_rebuild_only_messages_changed_since_the_last_read(memory):
+    store = ThreadRecallChatStore(memory)
+    for key in ("a", "b"):
+        store.add_message(key, ChatMessage(role="user", content=f"{key} one"))
+        store.add_message(key, ChatMessage(role="assistant", content=f"{key} two"))
+    a, b = store.get_messages("a"), store.get_messages("b")
+    assert store.get_messages("a")[0] is a[0] and store.get_messages("b")[1] is b[1]
+    first = memory.recall("a").messages[0]
+    memory.update_messages([{"id": first.id, "content": "a one, edited"}])
+    again = store.get_messages("a")
+    assert [m.content for m in again] == ["a one, edited", "a two"]
+    assert again[0] is not a[0] and again[1] is a[1]
+    assert store.delete_last_message("b").content == "b two"
+    assert [m.content for m in store.get_messages("b")] == ["b one"]
+
+
 def test_add_messages(store):
     for key in ("user1", "user2"):
         store.add_message(key, msg("hello"))
@@ -286,6 +302,14 @@ def test_db_store_add_get_count(db_store):
     assert run(db_store.get_messages("nonexistent")) == []
     assert run(db_store.count_messages("user1")) == 2
     assert run(db_store.count_messages("nonexistent")) == 0
+
+
+def test_db_store_reads_are_not_changed_by_what_their_reader_writes_into_them(db_store):
+    """llama_index's Memory writes its memory blocks into the messages it reads."""
+    run(db_store.add_message("user1", msg("hello")))
+    first = run(db_store.get_messages("user1"))
+    first[0].blocks = [TextBlock(text="<memory>"), *first[0].blocks]
+    assert [m.content for m in run(db_store.get_messages("user1"))] == ["hello"]
 
 
 def test_db_store_set_and_delete(db_store):

@@ -28,6 +28,7 @@ from ..errors import InvalidArgumentError, ResourceMismatchError, ThreadNotFound
 from ..memory import Memory
 from ..recall import check_thread_id
 from ..types import Message
+from .conversions import Conversions
 from .parts import PartCodec
 
 __all__ = ["ThreadRecallChatMessageHistory", "langchain_message", "message_of"]
@@ -59,6 +60,10 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
     ``resource_id`` owns the thread: it is created for that resource on the first message,
     and reading a thread that another resource owns raises ``ResourceMismatchError``.
 
+    A read builds only the messages added or changed since the previous read and gives back
+    the same LangChain objects for the others (``Conversions``), as
+    ``InMemoryChatMessageHistory`` hands out the objects it holds.
+
     >>> from threadrecall import Memory
     >>> from langchain_core.messages import AIMessage, HumanMessage
     >>> history = ThreadRecallChatMessageHistory(Memory(), "chat-1", resource_id="alice")
@@ -73,6 +78,7 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
         self.memory = memory
         self.thread_id = check_thread_id(thread_id)
         self.resource_id = resource_id
+        self._converted = Conversions(langchain_message)
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -81,7 +87,7 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
             found = self.memory.recall(self.thread_id, resource_id=self.resource_id, per_page=False)
         except ThreadNotFoundError:
             return []
-        return [langchain_message(m) for m in found.messages]
+        return self._converted.of(found.messages)
 
     async def aget_messages(self) -> list[BaseMessage]:
         """The async twin of ``messages``."""
@@ -89,7 +95,7 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
             found = await self.memory.arecall(self.thread_id, resource_id=self.resource_id, per_page=False)
         except ThreadNotFoundError:
             return []
-        return [langchain_message(m) for m in found.messages]
+        return self._converted.of(found.messages)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append messages in order, in one transaction."""

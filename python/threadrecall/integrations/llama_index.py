@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.llms.types import ChatMessage, TextBlock
-from llama_index.core.bridge.pydantic import ConfigDict, Field
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.storage.chat_store.base import BaseChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
 
@@ -25,6 +25,7 @@ from ..errors import InvalidArgumentError, ResourceMismatchError
 from ..memory import Memory
 from ..recall import check_thread_id
 from ..types import Message, Thread
+from .conversions import Conversions
 from .parts import PartCodec
 
 __all__ = ["ThreadRecallChatStore", "ThreadRecallDBChatStore", "chat_message", "message_of"]
@@ -120,9 +121,11 @@ class ThreadRecallChatStore(_Threads, BaseChatStore):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     memory: Any = Field(exclude=True)
     resource_id: str | None = None
+    _converted: Conversions[ChatMessage] = PrivateAttr()
 
     def __init__(self, memory: Memory, *, resource_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(memory=memory, resource_id=resource_id, **kwargs)  # type: ignore[call-arg]
+        self._converted = Conversions(chat_message)
 
     @classmethod
     def class_name(cls) -> str:
@@ -133,8 +136,9 @@ class ThreadRecallChatStore(_Threads, BaseChatStore):
         self._replace(self._thread(key), self._rows(key, messages, MessageStatus.ACTIVE.value))
 
     def get_messages(self, key: str) -> list[ChatMessage]:
-        """The key's messages, oldest first ([] for an unknown key)."""
-        return [chat_message(m) for m in self._stored(key)]
+        """The key's messages, oldest first ([] for an unknown key). A read builds only the
+        messages added or changed since the key's previous read (``Conversions``)."""
+        return self._converted.of(self._stored(key), key)
 
     def add_message(self, key: str, message: ChatMessage, idx: int | None = None) -> None:
         """Append a message (or insert it at ``idx``)."""
@@ -230,6 +234,8 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
         stored = await _in_transaction(self.memory, self._stored, key, _status(status))
         start = offset or 0
         end = None if limit is None else start + limit
+        # Built anew on every read: llama_index's Memory writes its memory blocks into the
+        # messages it gets, which a shared object would carry into the next read.
         return [chat_message(m) for m in stored[start:end]]
 
     async def count_messages(self, key: str, status: MessageStatus | None = MessageStatus.ACTIVE) -> int:

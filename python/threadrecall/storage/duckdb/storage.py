@@ -246,7 +246,7 @@ class DuckDBStorage:
         if len(threads) <= VALUES_ROWS:
             params = [v for t in threads for v in (
                 t.id, t.resource_id, t.title, dumps(t.metadata), t.created_at, t.updated_at, self._seq)]
-            self.db.defer("INSERT INTO threads VALUES " + ", ".join([THREAD_VALUES] * len(threads)), params)
+            self.db.defer_rows("threads", THREAD_VALUES, params)
             return
         tx.register("incoming_threads", thread_table(threads, _now(), self._seq))
         try:
@@ -440,8 +440,11 @@ class DuckDBStorage:
                 params = [v for m, seq, c, md, at in zip(stored, seqs, contents, metadatas, saved_at) for v in (
                     m.id, m.thread_id, m.resource_id, m.role, m.type, c, md, to_micros(m.created_at),
                     seq, at)]
-                values = "VALUES " + ", ".join([MESSAGE_VALUES] * len(stored))
-                self.db.defer(sql.replace("SELECT * FROM incoming", values), params)
+                if replacing:
+                    values = "VALUES " + ", ".join([MESSAGE_VALUES] * len(stored))
+                    self.db.defer(sql.replace("SELECT * FROM incoming", values), params)
+                else:
+                    self.db.defer_rows("messages", MESSAGE_VALUES, params)
             else:
                 tx.register("incoming", message_table(stored, seqs, contents, metadatas, saved_at))
                 try:
