@@ -225,10 +225,11 @@ OWNED_WINDOW = ("(" + WINDOW + """) UNION ALL
 """)
 
 def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, after: bool,
-         before: bool, forward: bool) -> str:
+         before: bool, forward: bool, owner: bool = False) -> str:
     """One page of a thread with the count of every message passing the same conditions, and
     whether each cursor names a message of the thread, in one statement (``Timeline.page``'s
-    rules: ``start``/``end`` are the comparison operators of the date bounds)."""
+    rules: ``start``/``end`` are the comparison operators of the date bounds). ``owner`` adds
+    the resource of the thread (``NULL``: no such thread) to the counts' row."""
     cond = ["m.thread_id = (SELECT %(thread)s::text)"]
     if resource:
         cond.append("m.resource_id = %(resource)s")
@@ -252,11 +253,12 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
     with_ = "WITH " + ", ".join(ctes) if ctes else ""
     has_a = "EXISTS (SELECT 1 FROM a)" if after else "TRUE"
     has_b = "EXISTS (SELECT 1 FROM b)" if before else "TRUE"
+    owned = "(SELECT resource_id FROM {s}.threads WHERE id = %(thread)s)" if owner else "NULL::text"
     return f"""
     {with_}
-    SELECT h.total, h.has_a, h.has_b, r.*
+    SELECT h.total, h.has_a, h.has_b, h.owner, r.*
     FROM (SELECT (SELECT count(*) FROM {{s}}.messages m WHERE {where}) AS total,
-                 {has_a} AS has_a, {has_b} AS has_b) h
+                 {has_a} AS has_a, {has_b} AS has_b, {owned} AS owner) h
     LEFT JOIN LATERAL (
         SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m WHERE {where}
         ORDER BY m.created_at{direction}, m.seq{direction}

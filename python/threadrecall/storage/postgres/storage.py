@@ -488,6 +488,27 @@ class PostgresStorage:
              before_id: str | None = None) -> tuple[list[MessageRow], int]:
         """Rows of one thread and how many pass the filters, by ``Timeline.page``'s rules, in
         one statement."""
+        return self._page(thread_id, resource_id, start, start_exclusive, end, end_exclusive,
+                          metadata, descending, offset, limit, after_id, before_id, None)
+
+    def owned_page(self, thread_id: str, check_owner: Callable[[str | None], None], *,
+                   resource_id: str | None = None, start: int | None = None,
+                   start_exclusive: bool = False, end: int | None = None,
+                   end_exclusive: bool = False, metadata: Mapping[str, Any] | None = None,
+                   descending: bool = False, offset: int = 0, limit: int | None = None,
+                   after_id: str | None = None,
+                   before_id: str | None = None) -> tuple[list[MessageRow], int]:
+        """``page()``, with the resource of the thread read by the same statement:
+        ``check_owner`` gets it (``None`` when there is no such thread) before any error
+        about the cursors is raised or any row is returned."""
+        return self._page(thread_id, resource_id, start, start_exclusive, end, end_exclusive,
+                          metadata, descending, offset, limit, after_id, before_id, check_owner)
+
+    def _page(self, thread_id: str, resource_id: str | None, start: int | None,
+              start_exclusive: bool, end: int | None, end_exclusive: bool,
+              metadata: Mapping[str, Any] | None, descending: bool, offset: int,
+              limit: int | None, after_id: str | None, before_id: str | None,
+              check_owner: Callable[[str | None], None] | None) -> tuple[list[MessageRow], int]:
         if metadata is not None:
             _core.validate_metadata_filter(metadata)
         offset = checked_count("offset", offset)
@@ -496,21 +517,23 @@ class PostgresStorage:
         forward = True if after_id is not None else False if before_id is not None else not descending
         shape = (resource_id is not None, None if start is None else (">" if start_exclusive else ">="),
                  None if end is None else ("<" if end_exclusive else "<="), bool(metadata),
-                 after_id is not None, before_id is not None, forward)
+                 after_id is not None, before_id is not None, forward, check_owner is not None)
         query = self._pages.get(shape)
         if query is None:
             query = self._pages[shape] = self._text(q.page(
                 resource=shape[0], start=shape[1], end=shape[2], metadata=shape[3],
-                after=shape[4], before=shape[5], forward=forward))
+                after=shape[4], before=shape[5], forward=forward, owner=shape[7]))
         found = self._fetch(query, {
             "thread": thread_id, "resource": resource_id, "start": start, "end": end,
             "filter": filter_value(metadata) if metadata else None, "after": after_id,
             "before": before_id, "offset": offset, "limit": limit})
-        total, has_after, has_before = found[0][:3]
+        total, has_after, has_before, owner = found[0][:4]
+        if check_owner is not None:
+            check_owner(owner)
         for ok, cursor in ((has_after, after_id), (has_before, before_id)):
             if not ok:
                 raise InvalidArgumentError(f"no message with id {cursor} in thread {thread_id}")
-        rows = [r[3:] for r in found if r[3] is not None]
+        rows = [r[4:] for r in found if r[4] is not None]
         if forward == descending:
             rows.reverse()
         return rows, total
