@@ -254,10 +254,13 @@ def _descending(order_by: Mapping[str, Any] | None, per_page: int | bool) -> boo
 
 def _result(window: Sequence[MessageRow], rows: Sequence[MessageRow], total: int, page: int,
             per_page: int | bool, has_more: bool) -> RecallResult:
-    merged = {r[0]: r for r in rows}
-    for r in window:
-        merged.setdefault(r[0], r)
-    ordered = sorted(merged.values(), key=_ORDER)
+    if window:
+        merged = {r[0]: r for r in rows}
+        for r in window:
+            merged.setdefault(r[0], r)
+        ordered = sorted(merged.values(), key=_ORDER)
+    else:
+        ordered = sorted(rows, key=_ORDER)
     messages: list[Message] = messages_of(ordered)
     return RecallResult(messages, total, page, per_page, has_more)
 

@@ -232,7 +232,7 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
     the resource of the thread (``NULL``: no such thread) to the counts' row."""
     cond = ["m.thread_id = (SELECT %(thread)s::text)"]
     if resource:
-        cond.append("m.resource_id = %(resource)s")
+        cond.append("m.resource_id = (SELECT %(resource)s::text)")
     if start:
         cond.append(f"m.created_at {start} (SELECT %(start)s::bigint)")
     if end:
@@ -253,7 +253,7 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
     with_ = "WITH " + ", ".join(ctes) if ctes else ""
     has_a = "EXISTS (SELECT 1 FROM a)" if after else "TRUE"
     has_b = "EXISTS (SELECT 1 FROM b)" if before else "TRUE"
-    owned = "(SELECT resource_id FROM {s}.threads WHERE id = %(thread)s)" if owner else "NULL::text"
+    owned = "(SELECT resource_id FROM {s}.threads WHERE id = (SELECT %(thread)s::text))" if owner else "NULL::text"
     return f"""
     {with_}
     SELECT h.total, h.has_a, h.has_b, h.owner, r.*

@@ -93,6 +93,14 @@ MIGRATIONS: list[str] = [
     ALTER TABLE {s}.changes DROP COLUMN n;
     UPDATE {s}.feed SET position = pg_snapshot_xmin(pg_current_snapshot())::text::bigint;
     """,
+    # A thread's messages share its resource: without this the planner multiplies the two
+    # equalities' selectivities, expects one row of a resource-scoped page, and reads and
+    # sorts the whole thread instead of walking the thread's index for the first rows.
+    """
+    CREATE STATISTICS {s}.messages_thread_resource (dependencies) ON thread_id, resource_id
+        FROM {s}.messages;
+    ANALYZE {s}.messages;
+    """,
 ]
 
 
