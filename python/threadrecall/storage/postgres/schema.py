@@ -101,6 +101,13 @@ MIGRATIONS: list[str] = [
         FROM {s}.messages;
     ANALYZE {s}.messages;
     """,
+    # The thread's index carries each message's resource, so a resource-scoped page counts
+    # its messages from the index alone instead of visiting every row of the thread.
+    """
+    CREATE INDEX messages_line_scoped ON {s}.messages (thread_id, created_at, seq) INCLUDE (resource_id);
+    DROP INDEX {s}.messages_line;
+    ALTER INDEX {s}.messages_line_scoped RENAME TO messages_line;
+    """,
 ]
 
 

@@ -29,7 +29,7 @@ from ...errors import InvalidArgumentError, ThreadNotFoundError
 from ...types import Message, Resource, Thread, ThreadPage, to_utc
 from ..base import Changes
 from ..replica import Replica
-from ..rows import MessageRow, messages_of
+from ..rows import MessageRow, messages_of, payload
 from ..thread_filter import validate_thread_filter
 from ..thread_listing import check_thread_paging, thread_order
 from ..thread_owners import missing_thread, owned
@@ -280,21 +280,23 @@ class PostgresStorage:
     def _lock(self, conn: Any, key: str) -> None:
         _execute(conn, self._sql["LOCK"], {"key": f"threadrecall.{self.schema}:{key}"}, rows=False)
 
-    def _fetch(self, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    def _fetch(self, query: str, params: Mapping[str, Any], *,
+               binary: bool = False) -> list[tuple[Any, ...]]:
         """Run one statement: on the open transaction, else on a pooled connection (retried
-        when PostgreSQL chose it as a deadlock victim: a lone statement is safe to redo)."""
+        when PostgreSQL chose it as a deadlock victim: a lone statement is safe to redo).
+        ``binary`` asks for the results in binary form (no number printed and parsed again)."""
         tx = self._open()
         if tx is not None:
-            return _execute(tx.conn, query, params)
+            return _execute(tx.conn, query, params, binary=binary)
         if loop_bridge.awaiting():
-            return loop_bridge.wait(self._apools.fetch(query, params))
+            return loop_bridge.wait(self._apools.fetch(query, params, binary=binary))
         for attempt in range(4):
             conn = self._pool.getconn()
             try:
                 cursor = self._cursors.get(conn)
                 if cursor is None or cursor.closed:
                     cursor = self._cursors[conn] = conn.cursor()
-                return cursor.execute(query, params).fetchall()
+                return cursor.execute(query, params, binary=binary).fetchall()
             except _RETRIED:
                 if attempt == 3:
                     raise
@@ -526,14 +528,15 @@ class PostgresStorage:
         found = self._fetch(query, {
             "thread": thread_id, "resource": resource_id, "start": start, "end": end,
             "filter": filter_value(metadata) if metadata else None, "after": after_id,
-            "before": before_id, "offset": offset, "limit": limit})
+            "before": before_id, "offset": offset, "limit": limit}, binary=True)
         total, has_after, has_before, owner = found[0][:4]
         if check_owner is not None:
             check_owner(owner)
         for ok, cursor in ((has_after, after_id), (has_before, before_id)):
             if not ok:
                 raise InvalidArgumentError(f"no message with id {cursor} in thread {thread_id}")
-        rows = [r[4:] for r in found if r[4] is not None]
+        rows = [(r[4], r[5], r[6], r[7], r[8], payload(r[9], r[10], r[11], r[12]))
+                for r in found if r[4] is not None]
         if forward == descending:
             rows.reverse()
         return rows, total
@@ -643,12 +646,13 @@ class PostgresStorage:
 
 
 def _execute(conn: psycopg.Connection | psycopg.AsyncConnection, query: str,
-             params: Mapping[str, Any], *, rows: bool = True) -> list[tuple[Any, ...]]:
+             params: Mapping[str, Any], *, rows: bool = True,
+             binary: bool = False) -> list[tuple[Any, ...]]:
     """Run one statement on ``conn`` (awaited on an async connection) and fetch its rows;
     ``rows=False`` leaves the result unread (in pipeline mode: no round trip of its own)."""
     if isinstance(conn, psycopg.AsyncConnection):
-        return loop_bridge.wait(fetch(conn, query, params, rows=rows))
-    cursor = conn.execute(query, params)
+        return loop_bridge.wait(fetch(conn, query, params, rows=rows, binary=binary))
+    cursor = conn.execute(query, params, binary=binary)
     return cursor.fetchall() if rows else []
 
 
