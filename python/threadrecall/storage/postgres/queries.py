@@ -232,8 +232,8 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
     """One page of a thread with the count of every message passing the same conditions, and
     whether each cursor names a message of the thread, in one statement (``Timeline.page``'s
     rules: ``start``/``end`` are the comparison operators of the date bounds). ``owner`` adds
-    the resource of the thread (``NULL``: no such thread) to the counts' row; the rows are
-    ``PAGE_COLUMNS``."""
+    the resource of the thread (``NULL``: no such thread) to the counts' row, which comes
+    first (with no message id); the page's rows follow, ``PAGE_COLUMNS`` after four nulls."""
     cond = ["m.thread_id = (SELECT %(thread)s::text)"]
     if resource:
         cond.append("m.resource_id = (SELECT %(resource)s::text)")
@@ -260,14 +260,13 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
     owned = "(SELECT resource_id FROM {s}.threads WHERE id = (SELECT %(thread)s::text))" if owner else "NULL::text"
     return f"""
     {with_}
-    SELECT h.total, h.has_a, h.has_b, h.owner, r.*
-    FROM (SELECT (SELECT count(*) FROM {{s}}.messages m WHERE {where}) AS total,
-                 {has_a} AS has_a, {has_b} AS has_b, {owned} AS owner) h
-    LEFT JOIN LATERAL (
-        SELECT {PAGE_COLUMNS} FROM {{s}}.messages m WHERE {where}
-        ORDER BY m.created_at{direction}, m.seq{direction}
-        OFFSET (SELECT %(offset)s::bigint) LIMIT (SELECT %(limit)s::bigint)
-    ) r ON TRUE
+    (SELECT count(*), {has_a}, {has_b}, {owned}, NULL::text, NULL::text, NULL::text, NULL::bigint,
+            NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text
+     FROM {{s}}.messages m WHERE {where})
+    UNION ALL
+    (SELECT NULL, NULL, NULL, NULL, {PAGE_COLUMNS} FROM {{s}}.messages m WHERE {where}
+     ORDER BY m.created_at{direction}, m.seq{direction}
+     OFFSET (SELECT %(offset)s::bigint) LIMIT (SELECT %(limit)s::bigint))
     """
 
 

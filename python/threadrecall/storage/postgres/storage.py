@@ -529,7 +529,7 @@ class PostgresStorage:
             "thread": thread_id, "resource": resource_id, "start": start, "end": end,
             "filter": filter_value(metadata) if metadata else None, "after": after_id,
             "before": before_id, "offset": offset, "limit": limit}, binary=True)
-        total, has_after, has_before, owner = found[0][:4]
+        total, has_after, has_before, owner = next(r for r in found if r[4] is None)[:4]
         if check_owner is not None:
             check_owner(owner)
         for ok, cursor in ((has_after, after_id), (has_before, before_id)):
