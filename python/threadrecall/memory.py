@@ -608,8 +608,6 @@ class Memory:
         if history_off and per_page is None and not search and not includes:
             return RecallResult([], 0, page, 0, False)
         resource_scope = semantic is not None and semantic.scope == "resource"
-        if resource_id and not search:  # with a search: checked as the hits are read back
-            self._check_owner(thread_id, resource_id, resource_scope=resource_scope)
         scores: dict[str, float] = {}
         if search:
             scores = self._semantic_scores(vector_search_string, semantic, thread_id, resource_id)
@@ -621,8 +619,9 @@ class Memory:
             date_range=date_range, metadata=metadata, order_by=order_by,
             after_id=after_id, before_id=before_id,
         )
-        check = (functools.partial(_owner_is, thread_id, resource_id, resource_scope)
-                 if resource_id and search else None)
+        # The owner is checked with the first read of the history (in the same statement
+        # where the storage can), before anything of it is returned.
+        check = functools.partial(_owner_is, thread_id, resource_id, resource_scope) if resource_id else None
         result = read_history(self.storage, query, includes, check)
         if not scores:
             return result
@@ -779,10 +778,6 @@ class Memory:
         """The best matches for ``query`` (by ``semantic.mode``) with their scores, best first."""
         scope = {"resource_id": resource_id} if semantic.scope == "resource" else {"thread_id": thread_id}
         return ranked_scores(semantic, self.storage, self.index, query, scope)
-
-    def _check_owner(self, thread_id: str, resource_id: str, *, resource_scope: bool) -> None:
-        thread = self.storage.get_thread(thread_id)
-        _owner_is(thread_id, resource_id, resource_scope, None if thread is None else thread.resource_id)
 
     def _ensure_threads(self, messages: Sequence[Message]) -> dict[str, Thread]:
         """The thread of every message, created when missing and the message names a resource."""

@@ -21,7 +21,8 @@ from .storage.base import Storage
 from .storage.rows import MessageRow, messages_of, to_micros
 from .types import Message, RecallResult, check_text, parse_time
 
-__all__ = ["Include", "HistoryQuery", "read_history", "check_thread_id", "owned_window", "parse_includes"]
+__all__ = ["Include", "HistoryQuery", "read_history", "check_thread_id", "owned_page", "owned_window",
+           "parse_includes"]
 
 
 @dataclass(frozen=True)
@@ -116,30 +117,33 @@ def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include],
     """One page of a thread plus its includes, with ``total`` and ``has_more``.
 
     ``check_owner``, when given, is called with the resource of the thread (``None`` when there
-    is no such thread) before anything is read but the includes, which come with it in one
-    read where the storage can (its ``owned_window``).
+    is no such thread) before anything is read but the includes, or the page when there are
+    none: it comes with the first of them in one read where the storage can (its
+    ``owned_window`` or ``owned_page``).
     """
     resource = q.resource_id or None  # an empty resource id leaves the page unscoped
     bounds = date_bounds(q.date_range)
     filtered = bool(bounds) or bool(q.metadata)
     descending = _descending(q.order_by, q.per_page)
-    wanted = [(i.id, i.before, i.after) for i in includes]
-    if check_owner is not None:
-        owner, window = owned_window(storage, q.thread_id, wanted, resource)
+    empty = q.per_page is not False and q.per_page == 0
+    if check_owner is not None and (includes or empty):
+        owner, window = owned_window(storage, q.thread_id, [(i.id, i.before, i.after) for i in includes],
+                                     resource)
         check_owner(owner)
+        check_owner = None
     else:
-        window = storage.window(wanted, resource) if includes else []
+        window = storage.window([(i.id, i.before, i.after) for i in includes], resource) if includes else []
 
-    if q.per_page is not False and q.per_page == 0:
+    if empty:
         return _result(window, [], 0, q.page, 0, False)
 
     if q.after_id is not None or q.before_id is not None:
-        return _cursor_page(storage, q, bounds, window)
+        return _cursor_page(storage, q, bounds, window, check_owner)
 
     limit = None if q.per_page is False else q.per_page
     offset = 0 if q.per_page is False else q.page * q.per_page
-    rows, total = storage.page(
-        q.thread_id, resource_id=resource, metadata=q.metadata or None,
+    rows, total = owned_page(
+        storage, q.thread_id, check_owner, resource_id=resource, metadata=q.metadata or None,
         descending=descending, offset=offset, limit=limit, **bounds,
     )
     if q.per_page is False:
@@ -155,6 +159,32 @@ def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include],
                 extra = [r for r in extra if r[0] in passing]
             has_more = len(rows) + len(extra) < total
     return _result(window, rows, total, q.page, q.per_page, has_more)
+
+
+def owned_page(storage: Storage, thread_id: str, check_owner: Callable[[str | None], None] | None,
+               **query: Any) -> tuple[list[MessageRow], int]:
+    """``storage.page(thread_id, **query)``, calling ``check_owner`` first (when given) with the
+    resource of the thread (``None`` when there is no such thread): in the same statement
+    where the storage has ``owned_page`` (PostgreSQL), else after a thread lookup.
+
+    >>> from threadrecall import Memory
+    >>> from threadrecall.storage import DuckDBStorage
+    >>> storage = DuckDBStorage()
+    >>> _ = Memory(storage=storage).save_messages([{"id": f"m{i}", "thread_id": "t1", "resource_id": "u",
+    ...     "role": "user", "content": f"message {i}"} for i in range(4)])
+    >>> owners = []
+    >>> rows, total = owned_page(storage, "t1", owners.append, descending=True, limit=2)
+    >>> owners, [r[0] for r in rows], total
+    (['u'], ['m3', 'm2'], 4)
+    """
+    if check_owner is None:
+        return storage.page(thread_id, **query)
+    fused = getattr(storage, "owned_page", None)
+    if fused is not None:
+        return fused(thread_id, check_owner, **query)
+    thread = storage.get_thread(thread_id)
+    check_owner(None if thread is None else thread.resource_id)
+    return storage.page(thread_id, **query)
 
 
 def owned_window(storage: Storage, thread_id: str, includes: Sequence[tuple[str, int, int]],
@@ -183,7 +213,8 @@ def owned_window(storage: Storage, thread_id: str, includes: Sequence[tuple[str,
 
 
 def _cursor_page(storage: Storage, q: HistoryQuery, bounds: dict[str, Any],
-                 window: list[MessageRow]) -> RecallResult:
+                 window: list[MessageRow],
+                 check_owner: Callable[[str | None], None] | None = None) -> RecallResult:
     """``per_page`` messages right after ``after_id`` or right before ``before_id``.
 
     ``total`` counts the messages (passing the filters) on the cursor's side, so ``has_more``
@@ -191,8 +222,8 @@ def _cursor_page(storage: Storage, q: HistoryQuery, bounds: dict[str, Any],
     """
     if q.per_page is False:
         raise InvalidArgumentError("cursor paging needs an integer per_page")
-    rows, total = storage.page(
-        q.thread_id, resource_id=q.resource_id or None, metadata=q.metadata or None,
+    rows, total = owned_page(
+        storage, q.thread_id, check_owner, resource_id=q.resource_id or None, metadata=q.metadata or None,
         limit=q.per_page, after_id=q.after_id, before_id=q.before_id, **bounds,
     )
     return _result(window, rows, total, 0, q.per_page, total > q.per_page)
@@ -223,10 +254,13 @@ def _descending(order_by: Mapping[str, Any] | None, per_page: int | bool) -> boo
 
 def _result(window: Sequence[MessageRow], rows: Sequence[MessageRow], total: int, page: int,
             per_page: int | bool, has_more: bool) -> RecallResult:
-    merged = {r[0]: r for r in rows}
-    for r in window:
-        merged.setdefault(r[0], r)
-    ordered = sorted(merged.values(), key=_ORDER)
+    if window:
+        merged = {r[0]: r for r in rows}
+        for r in window:
+            merged.setdefault(r[0], r)
+        ordered = sorted(merged.values(), key=_ORDER)
+    else:
+        ordered = sorted(rows, key=_ORDER)
     messages: list[Message] = messages_of(ordered)
     return RecallResult(messages, total, page, per_page, has_more)
 

@@ -79,8 +79,8 @@ def messages_of(rows: Sequence[MessageRow]) -> list[Message]:
     if not rows:
         return []
     bodies = json.loads("[" + ",".join([row[5] for row in rows]) + "]")
-    out = []
-    new, fill, epoch, micro = object.__new__, object.__setattr__, _EPOCH, timedelta
+    out: list[Message] = []
+    append, new, fill, epoch, micro = out.append, object.__new__, object.__setattr__, _EPOCH, timedelta
     for (mid, thread_id, resource_id, micros, _seq, _payload), body in zip(rows, bodies):
         stored = body["content"]
         content = new(MessageContent)
@@ -88,7 +88,7 @@ def messages_of(rows: Sequence[MessageRow]) -> list[Message]:
         message = new(Message)
         fill(message, "__dict__", {
             "id": mid, "thread_id": thread_id, "resource_id": resource_id, "role": body["role"],
-            "content": content, "created_at": epoch + micro(microseconds=micros), "type": body["type"],
+            "content": content, "created_at": epoch + micro(0, 0, micros), "type": body["type"],
             "metadata": body["metadata"]})
-        out.append(message)
+        append(message)
     return out

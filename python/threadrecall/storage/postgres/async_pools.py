@@ -72,14 +72,14 @@ class LoopPools:
                 await pool.close()
 
     async def fetch(self, query: str, params: Mapping[str, Any], *,
-                    rows: bool = True) -> list[tuple[Any, ...]]:
+                    rows: bool = True, binary: bool = False) -> list[tuple[Any, ...]]:
         """One statement on a pooled connection, retried when PostgreSQL chose it as a
         deadlock victim (a lone statement is safe to redo)."""
         pool = await self.pool()
         for attempt in range(4):
             try:
                 async with pool.connection() as conn:
-                    return await fetch(conn, query, params, rows=rows)
+                    return await fetch(conn, query, params, rows=rows, binary=binary)
             except _RETRIED:
                 if attempt == 3:
                     raise
@@ -111,7 +111,8 @@ class LoopPools:
 
 
 async def fetch(conn: AsyncConnection, query: str, params: Mapping[str, Any], *,
-                rows: bool = True) -> list[tuple[Any, ...]]:
-    """Run one statement on ``conn`` and fetch its rows (``rows=False``: left unread)."""
-    cursor = await conn.execute(query, params)
+                rows: bool = True, binary: bool = False) -> list[tuple[Any, ...]]:
+    """Run one statement on ``conn`` and fetch its rows (``rows=False``: left unread;
+    ``binary``: results in binary form)."""
+    cursor = await conn.execute(query, params, binary=binary)
     return await cursor.fetchall() if rows else []

@@ -21,6 +21,9 @@ __all__ = [
 MESSAGE_COLUMNS = ("m.id, m.thread_id, m.resource_id, m.created_at, m.seq, "
                    "'{\"role\":' || to_json(m.role)::text || ',\"type\":' || to_json(m.type)::text"
                    " || ',\"content\":' || m.content || ',\"metadata\":' || m.metadata || '}'")
+# A page's rows carry the JSON columns as stored: the client assembles the payload
+# (``rows.payload``), cheaper there than concatenated by the server.
+PAGE_COLUMNS = "m.id, m.thread_id, m.resource_id, m.created_at, m.seq, m.role, m.type, m.content, m.metadata"
 THREAD_COLUMNS = "id, resource_id, title, metadata, created_at, updated_at"
 
 # The feed entries of a write, under the writing transaction's id (no shared row is touched:
@@ -225,13 +228,15 @@ OWNED_WINDOW = ("(" + WINDOW + """) UNION ALL
 """)
 
 def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, after: bool,
-         before: bool, forward: bool) -> str:
+         before: bool, forward: bool, owner: bool = False) -> str:
     """One page of a thread with the count of every message passing the same conditions, and
     whether each cursor names a message of the thread, in one statement (``Timeline.page``'s
-    rules: ``start``/``end`` are the comparison operators of the date bounds)."""
+    rules: ``start``/``end`` are the comparison operators of the date bounds). ``owner`` adds
+    the resource of the thread (``NULL``: no such thread) to the counts' row, which comes
+    first (with no message id); the page's rows follow, ``PAGE_COLUMNS`` after four nulls."""
     cond = ["m.thread_id = (SELECT %(thread)s::text)"]
     if resource:
-        cond.append("m.resource_id = %(resource)s")
+        cond.append("m.resource_id = (SELECT %(resource)s::text)")
     if start:
         cond.append(f"m.created_at {start} (SELECT %(start)s::bigint)")
     if end:
@@ -252,16 +257,16 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
     with_ = "WITH " + ", ".join(ctes) if ctes else ""
     has_a = "EXISTS (SELECT 1 FROM a)" if after else "TRUE"
     has_b = "EXISTS (SELECT 1 FROM b)" if before else "TRUE"
+    owned = "(SELECT resource_id FROM {s}.threads WHERE id = (SELECT %(thread)s::text))" if owner else "NULL::text"
     return f"""
     {with_}
-    SELECT h.total, h.has_a, h.has_b, r.*
-    FROM (SELECT (SELECT count(*) FROM {{s}}.messages m WHERE {where}) AS total,
-                 {has_a} AS has_a, {has_b} AS has_b) h
-    LEFT JOIN LATERAL (
-        SELECT {MESSAGE_COLUMNS} FROM {{s}}.messages m WHERE {where}
-        ORDER BY m.created_at{direction}, m.seq{direction}
-        OFFSET (SELECT %(offset)s::bigint) LIMIT (SELECT %(limit)s::bigint)
-    ) r ON TRUE
+    (SELECT count(*), {has_a}, {has_b}, {owned}, NULL::text, NULL::text, NULL::text, NULL::bigint,
+            NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text
+     FROM {{s}}.messages m WHERE {where})
+    UNION ALL
+    (SELECT NULL, NULL, NULL, NULL, {PAGE_COLUMNS} FROM {{s}}.messages m WHERE {where}
+     ORDER BY m.created_at{direction}, m.seq{direction}
+     OFFSET (SELECT %(offset)s::bigint) LIMIT (SELECT %(limit)s::bigint))
     """
 
 

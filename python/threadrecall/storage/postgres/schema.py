@@ -93,6 +93,21 @@ MIGRATIONS: list[str] = [
     ALTER TABLE {s}.changes DROP COLUMN n;
     UPDATE {s}.feed SET position = pg_snapshot_xmin(pg_current_snapshot())::text::bigint;
     """,
+    # A thread's messages share its resource: without this the planner multiplies the two
+    # equalities' selectivities, expects one row of a resource-scoped page, and reads and
+    # sorts the whole thread instead of walking the thread's index for the first rows.
+    """
+    CREATE STATISTICS {s}.messages_thread_resource (dependencies) ON thread_id, resource_id
+        FROM {s}.messages;
+    ANALYZE {s}.messages;
+    """,
+    # The thread's index carries each message's resource, so a resource-scoped page counts
+    # its messages from the index alone instead of visiting every row of the thread.
+    """
+    CREATE INDEX messages_line_scoped ON {s}.messages (thread_id, created_at, seq) INCLUDE (resource_id);
+    DROP INDEX {s}.messages_line;
+    ALTER INDEX {s}.messages_line_scoped RENAME TO messages_line;
+    """,
 ]
 
 

@@ -29,7 +29,7 @@ from ...errors import InvalidArgumentError, ThreadNotFoundError
 from ...types import Message, Resource, Thread, ThreadPage, to_utc
 from ..base import Changes
 from ..replica import Replica
-from ..rows import MessageRow, messages_of
+from ..rows import MessageRow, messages_of, payload
 from ..thread_filter import validate_thread_filter
 from ..thread_listing import check_thread_paging, thread_order
 from ..thread_owners import missing_thread, owned
@@ -280,21 +280,23 @@ class PostgresStorage:
     def _lock(self, conn: Any, key: str) -> None:
         _execute(conn, self._sql["LOCK"], {"key": f"threadrecall.{self.schema}:{key}"}, rows=False)
 
-    def _fetch(self, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    def _fetch(self, query: str, params: Mapping[str, Any], *,
+               binary: bool = False) -> list[tuple[Any, ...]]:
         """Run one statement: on the open transaction, else on a pooled connection (retried
-        when PostgreSQL chose it as a deadlock victim: a lone statement is safe to redo)."""
+        when PostgreSQL chose it as a deadlock victim: a lone statement is safe to redo).
+        ``binary`` asks for the results in binary form (no number printed and parsed again)."""
         tx = self._open()
         if tx is not None:
-            return _execute(tx.conn, query, params)
+            return _execute(tx.conn, query, params, binary=binary)
         if loop_bridge.awaiting():
-            return loop_bridge.wait(self._apools.fetch(query, params))
+            return loop_bridge.wait(self._apools.fetch(query, params, binary=binary))
         for attempt in range(4):
             conn = self._pool.getconn()
             try:
                 cursor = self._cursors.get(conn)
                 if cursor is None or cursor.closed:
                     cursor = self._cursors[conn] = conn.cursor()
-                return cursor.execute(query, params).fetchall()
+                return cursor.execute(query, params, binary=binary).fetchall()
             except _RETRIED:
                 if attempt == 3:
                     raise
@@ -488,6 +490,27 @@ class PostgresStorage:
              before_id: str | None = None) -> tuple[list[MessageRow], int]:
         """Rows of one thread and how many pass the filters, by ``Timeline.page``'s rules, in
         one statement."""
+        return self._page(thread_id, resource_id, start, start_exclusive, end, end_exclusive,
+                          metadata, descending, offset, limit, after_id, before_id, None)
+
+    def owned_page(self, thread_id: str, check_owner: Callable[[str | None], None], *,
+                   resource_id: str | None = None, start: int | None = None,
+                   start_exclusive: bool = False, end: int | None = None,
+                   end_exclusive: bool = False, metadata: Mapping[str, Any] | None = None,
+                   descending: bool = False, offset: int = 0, limit: int | None = None,
+                   after_id: str | None = None,
+                   before_id: str | None = None) -> tuple[list[MessageRow], int]:
+        """``page()``, with the resource of the thread read by the same statement:
+        ``check_owner`` gets it (``None`` when there is no such thread) before any error
+        about the cursors is raised or any row is returned."""
+        return self._page(thread_id, resource_id, start, start_exclusive, end, end_exclusive,
+                          metadata, descending, offset, limit, after_id, before_id, check_owner)
+
+    def _page(self, thread_id: str, resource_id: str | None, start: int | None,
+              start_exclusive: bool, end: int | None, end_exclusive: bool,
+              metadata: Mapping[str, Any] | None, descending: bool, offset: int,
+              limit: int | None, after_id: str | None, before_id: str | None,
+              check_owner: Callable[[str | None], None] | None) -> tuple[list[MessageRow], int]:
         if metadata is not None:
             _core.validate_metadata_filter(metadata)
         offset = checked_count("offset", offset)
@@ -496,21 +519,24 @@ class PostgresStorage:
         forward = True if after_id is not None else False if before_id is not None else not descending
         shape = (resource_id is not None, None if start is None else (">" if start_exclusive else ">="),
                  None if end is None else ("<" if end_exclusive else "<="), bool(metadata),
-                 after_id is not None, before_id is not None, forward)
+                 after_id is not None, before_id is not None, forward, check_owner is not None)
         query = self._pages.get(shape)
         if query is None:
             query = self._pages[shape] = self._text(q.page(
                 resource=shape[0], start=shape[1], end=shape[2], metadata=shape[3],
-                after=shape[4], before=shape[5], forward=forward))
+                after=shape[4], before=shape[5], forward=forward, owner=shape[7]))
         found = self._fetch(query, {
             "thread": thread_id, "resource": resource_id, "start": start, "end": end,
             "filter": filter_value(metadata) if metadata else None, "after": after_id,
-            "before": before_id, "offset": offset, "limit": limit})
-        total, has_after, has_before = found[0][:3]
+            "before": before_id, "offset": offset, "limit": limit}, binary=True)
+        total, has_after, has_before, owner = next(r for r in found if r[4] is None)[:4]
+        if check_owner is not None:
+            check_owner(owner)
         for ok, cursor in ((has_after, after_id), (has_before, before_id)):
             if not ok:
                 raise InvalidArgumentError(f"no message with id {cursor} in thread {thread_id}")
-        rows = [r[3:] for r in found if r[3] is not None]
+        rows = [(r[4], r[5], r[6], r[7], r[8], payload(r[9], r[10], r[11], r[12]))
+                for r in found if r[4] is not None]
         if forward == descending:
             rows.reverse()
         return rows, total
@@ -620,12 +646,13 @@ class PostgresStorage:
 
 
 def _execute(conn: psycopg.Connection | psycopg.AsyncConnection, query: str,
-             params: Mapping[str, Any], *, rows: bool = True) -> list[tuple[Any, ...]]:
+             params: Mapping[str, Any], *, rows: bool = True,
+             binary: bool = False) -> list[tuple[Any, ...]]:
     """Run one statement on ``conn`` (awaited on an async connection) and fetch its rows;
     ``rows=False`` leaves the result unread (in pipeline mode: no round trip of its own)."""
     if isinstance(conn, psycopg.AsyncConnection):
-        return loop_bridge.wait(fetch(conn, query, params, rows=rows))
-    cursor = conn.execute(query, params)
+        return loop_bridge.wait(fetch(conn, query, params, rows=rows, binary=binary))
+    cursor = conn.execute(query, params, binary=binary)
     return cursor.fetchall() if rows else []
 
 
