@@ -29,7 +29,7 @@ from .semantic import MessageIndex, vector_metadata
 from .storage.base import Storage
 
 __all__ = ["CANDIDATES", "LEXICAL_WEIGHT", "NEIGHBOUR_WEIGHT", "RRF_K", "SIDE_NEIGHBOUR_WEIGHT",
-           "lexical_scores", "ranked_ids", "ranked_scores"]
+           "lexical_scores", "ranked_ids", "ranked_scores", "ranked_scores_deferred"]
 
 # A small k keeps the fused order close to each ranking's head, where the evidence usually is.
 RRF_K = 5
@@ -67,12 +67,12 @@ def ranked_scores(semantic: Any, storage: Storage, index: MessageIndex | None, q
     mode, the fused score in hybrid mode."""
     flt = dict(semantic.filter) if semantic.filter else None
     if semantic.mode == "vector":
-        return _vector_scores(index, query, semantic.top_k, scope, flt, semantic.threshold)
+        return _vector_scores(index, query, semantic.top_k, scope, flt, semantic.threshold)[0]
     depth = max(semantic.top_k, CANDIDATES)
     resource_id = scope.get("resource_id")
     scores = lexical_scores(storage, query, depth, scope, flt)
     if semantic.mode == "hybrid":
-        vector = _vector_scores(index, query, depth, scope, flt, semantic.threshold)
+        vector, _ = _vector_scores(index, query, depth, scope, flt, semantic.threshold)
         # Three smoothings reach at most two messages past a candidate.
         entrants = _entrants(storage, [*scores, *vector], resource_id, flt, hops=2) if flt else None
         weight = getattr(semantic, "lexical_weight", None)
@@ -85,6 +85,17 @@ def ranked_scores(semantic: Any, storage: Storage, index: MessageIndex | None, q
     return dict(list(smoothed.items())[:semantic.top_k])
 
 
+def ranked_scores_deferred(semantic: Any, storage: Storage, index: MessageIndex | None, query: str,
+                           scope: Mapping[str, str]) -> tuple[dict[str, float], Any]:
+    """``ranked_scores`` and the freshness check its vector search left to the caller's next
+    statement (``MessageIndex.search_deferred``), or ``None`` when nothing was left: only the
+    vector mode's search defers."""
+    if semantic.mode != "vector":
+        return ranked_scores(semantic, storage, index, query, scope), None
+    flt = dict(semantic.filter) if semantic.filter else None
+    return _vector_scores(index, query, semantic.top_k, scope, flt, semantic.threshold, deferred=True)
+
+
 def ranked_ids(semantic: Any, storage: Storage, index: MessageIndex | None, query: str,
                scope: Mapping[str, str]) -> list[str]:
     """The ids of ``ranked_scores``, best first."""
@@ -92,14 +103,20 @@ def ranked_ids(semantic: Any, storage: Storage, index: MessageIndex | None, quer
 
 
 def _vector_scores(index: MessageIndex | None, query: str, top_k: int, scope: Mapping[str, str],
-                   flt: Mapping[str, Any] | None, threshold: float | None) -> dict[str, float]:
-    """Each matching message's best chunk similarity, best first."""
+                   flt: Mapping[str, Any] | None, threshold: float | None,
+                   deferred: bool = False) -> tuple[dict[str, float], Any]:
+    """Each matching message's best chunk similarity, best first, and the freshness check
+    left to the caller when ``deferred`` (``MessageIndex.search_deferred``)."""
     assert index is not None
     where = {"$and": [dict(scope), flt]} if flt else dict(scope)
+    if deferred:
+        hits, freshness = index.search_deferred(query, top_k=top_k, filter=where, threshold=threshold)
+    else:
+        hits, freshness = index.search(query, top_k=top_k, filter=where, threshold=threshold), None
     scores: dict[str, float] = {}
-    for hit in index.search(query, top_k=top_k, filter=where, threshold=threshold):
+    for hit in hits:
         scores.setdefault(hit.message_id, hit.score)
-    return scores
+    return scores, freshness
 
 
 def _with_neighbours(storage: Storage, scores: Mapping[str, float], resource_id: str | None,

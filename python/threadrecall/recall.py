@@ -112,21 +112,24 @@ def date_bounds(date_range: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include],
-                 check_owner: Callable[[str | None], None] | None = None) -> RecallResult:
+                 check_owner: Callable[[str | None], None] | None = None,
+                 freshness: Any = None) -> RecallResult:
     """One page of a thread plus its includes, with ``total`` and ``has_more``.
 
     ``check_owner``, when given, is called with the resource of the thread (``None`` when there
     is no such thread) before anything is read but the includes, which come with it in one
-    read where the storage can (its ``owned_window``).
+    read where the storage can (its ``owned_window``). A vector store's ``freshness`` check,
+    when given, is run in that read too (see ``owned_window``).
     """
     resource = q.resource_id or None  # an empty resource id leaves the page unscoped
     bounds = date_bounds(q.date_range)
     filtered = bool(bounds) or bool(q.metadata)
     descending = _descending(q.order_by, q.per_page)
     wanted = [(i.id, i.before, i.after) for i in includes]
-    if check_owner is not None:
-        owner, window = owned_window(storage, q.thread_id, wanted, resource)
-        check_owner(owner)
+    if check_owner is not None or freshness is not None:
+        owner, window = owned_window(storage, q.thread_id, wanted, resource, freshness)
+        if check_owner is not None:
+            check_owner(owner)
     else:
         window = storage.window(wanted, resource) if includes else []
 
@@ -158,10 +161,12 @@ def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include],
 
 
 def owned_window(storage: Storage, thread_id: str, includes: Sequence[tuple[str, int, int]],
-                 resource_id: str | None) -> tuple[str | None, list[MessageRow]]:
+                 resource_id: str | None, freshness: Any = None) -> tuple[str | None, list[MessageRow]]:
     """The resource of thread ``thread_id`` (``None`` when there is no such thread) and
     ``storage.window(includes, resource_id)``: one statement where the storage has
-    ``owned_window`` (PostgreSQL), else a thread lookup and the window.
+    ``owned_window`` (PostgreSQL), else a thread lookup and the window. A ``freshness``
+    check (``HnswVectorStore.search_ids_deferred``) runs in that statement; a storage
+    without ``owned_window`` leaves it unobserved, so it does not hold.
 
     >>> from threadrecall import Memory
     >>> from threadrecall.storage import DuckDBStorage
@@ -176,6 +181,8 @@ def owned_window(storage: Storage, thread_id: str, includes: Sequence[tuple[str,
     """
     fused = getattr(storage, "owned_window", None)
     if fused is not None:
+        if freshness is not None:
+            return fused(thread_id, includes, resource_id, freshness=freshness)
         return fused(thread_id, includes, resource_id)
     thread = storage.get_thread(thread_id)
     owner = None if thread is None else thread.resource_id

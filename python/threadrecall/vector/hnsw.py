@@ -496,7 +496,34 @@ class HnswVectorStore(AsyncTwins):
         [('b', 1.0)]
         """
         _check_name(name)
-        loaded = self._current(name)
+        return self._search(self._current(name), vector, top_k, filter)
+
+    def search_ids_deferred(self, name: str, vector: Any, *, top_k: int = 10,
+                            filter: dict[str, Any] | None = None) -> tuple[list[tuple[str, float]], Any]:
+        """``search_ids`` on the index as this process holds it, with the check that it was
+        current left to the caller: ``(pairs, freshness)``, where ``freshness`` (when not
+        ``None``) is a ``Freshness`` to run in the caller's next statement. When it does not
+        hold, catch up with ``search_ids`` and use its answer instead. ``freshness`` is
+        ``None`` when there was nothing to defer: the pairs are then ``search_ids``'s own.
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("docs", 2)
+        >>> _ = store.upsert("docs", [[1, 0], [0, 1]], ids=["a", "b"], metadata=[{"k": 1}, {"k": 2}])
+        >>> pairs, freshness = store.search_ids_deferred("docs", [0, 1], top_k=1)
+        >>> [i for i, _ in pairs], freshness
+        (['b'], None)
+        """
+        _check_name(name)
+        loaded = self._loaded.get(name)
+        freshness = getattr(self.rows, "freshness", None)
+        if (loaded is None or freshness is None or loaded.origin is None
+                or self.rows.in_transaction):
+            return self.search_ids(name, vector, top_k=top_k, filter=filter), None
+        check = freshness(name, loaded.generation, loaded.origin)  # taken before the search
+        return self._search(loaded, vector, top_k, filter), check
+
+    def _search(self, loaded: Loaded, vector: Any, top_k: int,
+                filter: dict[str, Any] | None) -> list[tuple[str, float]]:
         if not _is_int(top_k) or top_k < 1:
             raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
         check_texts(filter, "the filter")

@@ -14,7 +14,9 @@ reads the generation and, in the same snapshot, each id changed since the index'
 generation with its row as it is now (no row: deleted). Before each search a process first
 reads just the index's catalogue row (a primary-key lookup, one round trip): when its
 generation is the one the process's index reflects, nothing changed and that lookup is the
-whole cost of staying current; only when it moved is the delta read.
+whole cost of staying current; only when it moved is the delta read. A caller about to read
+the database anyway can fold that lookup into its own statement instead (``Freshness``):
+search the index as it is, then learn in the same round trip whether it was current.
 
 ``hnsw_changes`` is pruned as it grows: every ``PRUNE_EVERY`` generations the transaction that
 takes the generation deletes the changes older than the last ``PRUNE_KEEP`` generations and
@@ -29,6 +31,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -39,7 +42,7 @@ from ..errors import IndexCorruptError, IndexNotFoundError
 from ..storage.postgres.schema import migrate, quoted_schema
 from .rows import Delta
 
-__all__ = ["PostgresRows", "MIGRATIONS"]
+__all__ = ["Freshness", "PostgresRows", "MIGRATIONS"]
 
 # Rows read per batch while an index is rebuilt.
 BATCH = 5_000
@@ -120,6 +123,9 @@ CHANGES = """
     LEFT JOIN {s}.hnsw_rows r ON r.index_name = x.name AND r.id = c.id
     WHERE x.name = %(name)s
 """
+# The catalogue row as one row of a message read (id and thread NULL: no message, no owner).
+FRESHNESS = ("SELECT NULL::text, NULL::text, origin, generation, pruned, NULL::text "
+             "FROM {s}.hnsw_indexes WHERE name = %(freshness_index)s")
 SNAPSHOT_HEAD = ("SELECT origin, generation, (SELECT count(*) FROM {s}.hnsw_rows WHERE index_name = %(name)s) "
                  "FROM {s}.hnsw_indexes WHERE name = %(name)s")
 SNAPSHOT_ROWS = "SELECT id, vector, metadata FROM {s}.hnsw_rows WHERE index_name = %(name)s"
@@ -140,7 +146,7 @@ class PostgresRows:
         self._sql = {name: text.replace("{s}", ident) for name, text in (
             ("INFO", INFO), ("CREATE", CREATE), ("WRITE", WRITE), ("DELETE", DELETE),
             ("STAMP", STAMP), ("PRUNE", PRUNE), ("HEAD", HEAD), ("CHANGES", CHANGES),
-            ("SNAPSHOT_HEAD", SNAPSHOT_HEAD),
+            ("FRESHNESS", FRESHNESS), ("SNAPSHOT_HEAD", SNAPSHOT_HEAD),
             ("SNAPSHOT_ROWS", SNAPSHOT_ROWS))}
         self._ident = ident
 
@@ -269,6 +275,11 @@ class PostgresRows:
         batches = iter([_batch(present, dim, first=3)] if present else [])
         return Delta(rows[0][1], removed, len(present), batches, origin=origin)
 
+    def freshness(self, name: str, since: int, origin: str) -> Freshness:
+        """The check, to run in another statement, that an index held at generation ``since``
+        of creation ``origin`` reflects every committed change."""
+        return Freshness(self._sql["FRESHNESS"], {"freshness_index": name}, since, origin)
+
     def _snapshot(self, name: str, dim: int) -> Delta:
         """Every row of ``name`` and the generation they reflect, read in one snapshot."""
         rows = self._snapshot_rows(name, dim)
@@ -296,6 +307,32 @@ class PostgresRows:
 
     def remove_leftovers(self) -> None:
         pass
+
+
+@dataclass
+class Freshness:
+    """Whether an index searched as this process held it was current, read by whoever runs
+    ``sql`` (one row, shaped as a message row: ``NULL, NULL, origin, generation, pruned,
+    NULL``) in a statement of theirs and passes the row to ``observe``. ``held`` stays
+    ``False`` until a row shows the index's generation and creation unchanged, so a check
+    never run, or a row never seen, counts as stale.
+
+    >>> check = Freshness("SELECT ...", {}, since=7, origin="o1")
+    >>> check.observe((None, None, "o1", 7, 0, None)); check.held
+    True
+    >>> check.observe((None, None, "o1", 8, 0, None)); check.held
+    False
+    """
+
+    sql: str
+    params: dict[str, Any]
+    since: int
+    origin: str
+    held: bool = field(default=False, init=False)
+
+    def observe(self, row: tuple[Any, ...] | None) -> None:
+        self.held = row is not None and row[3] == self.since and not _outdated(
+            (row[2], row[3], row[4]), self.since, self.origin)
 
 
 def _outdated(head: tuple[Any, ...], since: int, origin: str) -> bool:
