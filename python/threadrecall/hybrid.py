@@ -67,12 +67,12 @@ def ranked_scores(semantic: Any, storage: Storage, index: MessageIndex | None, q
     mode, the fused score in hybrid mode."""
     flt = dict(semantic.filter) if semantic.filter else None
     if semantic.mode == "vector":
-        return _vector_scores(index, query, semantic.top_k, scope, flt, semantic.threshold)[0]
+        return _vector_scores(index, query, semantic.top_k, scope, flt, semantic.threshold)
     depth = max(semantic.top_k, CANDIDATES)
     resource_id = scope.get("resource_id")
     scores = lexical_scores(storage, query, depth, scope, flt)
     if semantic.mode == "hybrid":
-        vector, _ = _vector_scores(index, query, depth, scope, flt, semantic.threshold)
+        vector = _vector_scores(index, query, depth, scope, flt, semantic.threshold)
         # Three smoothings reach at most two messages past a candidate.
         entrants = _entrants(storage, [*scores, *vector], resource_id, flt, hops=2) if flt else None
         weight = getattr(semantic, "lexical_weight", None)
@@ -92,8 +92,10 @@ def ranked_scores_deferred(semantic: Any, storage: Storage, index: MessageIndex 
     vector mode's search defers."""
     if semantic.mode != "vector":
         return ranked_scores(semantic, storage, index, query, scope), None
-    flt = dict(semantic.filter) if semantic.filter else None
-    return _vector_scores(index, query, semantic.top_k, scope, flt, semantic.threshold, deferred=True)
+    assert index is not None
+    hits, freshness = index.search_deferred(query, top_k=semantic.top_k, threshold=semantic.threshold,
+                                            filter=_where(scope, semantic.filter))
+    return _best(hits), freshness
 
 
 def ranked_ids(semantic: Any, storage: Storage, index: MessageIndex | None, query: str,
@@ -103,20 +105,23 @@ def ranked_ids(semantic: Any, storage: Storage, index: MessageIndex | None, quer
 
 
 def _vector_scores(index: MessageIndex | None, query: str, top_k: int, scope: Mapping[str, str],
-                   flt: Mapping[str, Any] | None, threshold: float | None,
-                   deferred: bool = False) -> tuple[dict[str, float], Any]:
-    """Each matching message's best chunk similarity, best first, and the freshness check
-    left to the caller when ``deferred`` (``MessageIndex.search_deferred``)."""
+                   flt: Mapping[str, Any] | None, threshold: float | None) -> dict[str, float]:
+    """Each matching message's best chunk similarity, best first."""
     assert index is not None
-    where = {"$and": [dict(scope), flt]} if flt else dict(scope)
-    if deferred:
-        hits, freshness = index.search_deferred(query, top_k=top_k, filter=where, threshold=threshold)
-    else:
-        hits, freshness = index.search(query, top_k=top_k, filter=where, threshold=threshold), None
+    return _best(index.search(query, top_k=top_k, filter=_where(scope, flt), threshold=threshold))
+
+
+def _where(scope: Mapping[str, str], flt: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The vector filter of a search: the scope, and the configured filter when there is one."""
+    return {"$and": [dict(scope), dict(flt)]} if flt else dict(scope)
+
+
+def _best(hits: Iterable[Any]) -> dict[str, float]:
+    """Each message's first (best) hit's score, in the hits' order."""
     scores: dict[str, float] = {}
     for hit in hits:
         scores.setdefault(hit.message_id, hit.score)
-    return scores, freshness
+    return scores
 
 
 def _with_neighbours(storage: Storage, scores: Mapping[str, float], resource_id: str | None,

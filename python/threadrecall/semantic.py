@@ -225,7 +225,8 @@ class MessageIndex:
     def _search(self, query: str, top_k: int, filter: Mapping[str, Any],
                 threshold: float | None, deferred: bool) -> tuple[list[Hit], Any]:
         self.ensure()
-        later = getattr(self.vector, "search_ids_deferred", None) if deferred else None
+        deferring = deferred and getattr(self.vector, "shared", False) is True  # a cache of rows elsewhere
+        later = getattr(self.vector, "search_ids_deferred", None) if deferring else None
         search = getattr(self.vector, "search_ids", None)  # a store's metadata-free fast path
         hits: list[Hit] = []
         freshness = None

@@ -498,6 +498,13 @@ class HnswVectorStore(AsyncTwins):
         _check_name(name)
         return self._search(self._current(name), vector, top_k, filter)
 
+    @property
+    def shared(self) -> bool:
+        """Whether other processes write these indexes (over PostgreSQL): each process's
+        graph is then a cache, checked current before a search (or, through
+        ``search_ids_deferred``, in the caller's next statement)."""
+        return self.rows.shared
+
     def search_ids_deferred(self, name: str, vector: Any, *, top_k: int = 10,
                             filter: dict[str, Any] | None = None) -> tuple[list[tuple[str, float]], Any]:
         """``search_ids`` on the index as this process holds it, with the check that it was

@@ -1,0 +1,102 @@
+"""Semantic recall over PostgreSQL + HNSW cache, the cache's freshness checked first (its own
+round trip before the search, then the read of the hits) against checked in the read of the
+hits (one round trip), interleaved call by call in one process.
+
+``--size`` messages (``conftest.conversation``: threads of 10 messages, 100 resources) saved
+through ``Memory.save_messages``, 384-d ``HashEmbedder``, ``top_k`` 4, ``message_range`` 1,
+``per_page`` 0, thread and resource scope. "checked first" is the store without
+``search_ids_deferred`` (so ``search_ids``, which reads the catalogue row before it searches);
+the same ``Memory``, cache and connection pool serve both. Also reported: how often the check
+sent a call back to search again (none here: nothing writes during the run).
+
+    THREADRECALL_TEST_PG_DSN=... python benches/deferred_freshness.py --size 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+
+from conftest import conversation  # noqa: E402
+
+from threadrecall import Memory  # noqa: E402
+from threadrecall.embedders import HashEmbedder  # noqa: E402
+from threadrecall.storage import PostgresStorage  # noqa: E402
+from threadrecall.vector import HnswVectorStore  # noqa: E402
+
+QUERIES = [f"what did we say about {t} and item {i}" for t in ("billing", "support", "travel", "books", "food")
+           for i in range(0, 1000, 25)]
+OPTIONS = {"semantic_recall": {"top_k": 4, "message_range": 1}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=20_000)
+    parser.add_argument("--calls", type=int, default=1_000)
+    args = parser.parse_args()
+    dsn = os.environ["THREADRECALL_TEST_PG_DSN"]
+    schema = f"fresh_{uuid.uuid4().hex[:8]}"
+    threads = args.size // 10
+    storage = PostgresStorage(dsn, schema=schema)
+    store = HnswVectorStore(storage)
+    memory = Memory(storage=storage, vector=store, embedder=HashEmbedder(dim=384), options=OPTIONS)
+    try:
+        rows = list(conversation(args.size, threads=threads, resources=100))
+        for i in range(0, len(rows), 5_000):
+            memory.save_messages(rows[i:i + 5_000])
+        store.link()
+        rng = random.Random(1)
+        work = [(f"t{t}", f"r{t % 100}", rng.choice(QUERIES))
+                for t in (rng.randrange(threads) for _ in range(args.calls + 100))]
+        mode, redone = "first", [0]
+        changes = store.rows.changes
+
+        def counted(*a, **k):  # in the deferred mode, only a failed check reads the changes
+            redone[0] += mode == "read"
+            return changes(*a, **k)
+
+        store.rows.changes = counted
+        load = os.getloadavg()[0]
+        print(f"{args.size:,} messages, {args.calls:,} calls per scope and mode, load average {load:.1f}\n")
+        print("| scope | checked first p50 | p95 | checked in the read p50 | p95 | ratio p50 |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for scope in ("thread", "resource"):
+            config = {"semantic_recall": {"scope": scope}}
+            times: dict[str, list[float]] = {"first": [], "read": []}
+            for k, (thread, resource, query) in enumerate(work):
+                for mode in ("first", "read"):
+                    if mode == "first":
+                        store.search_ids_deferred = None  # read as absent: search_ids
+                    else:
+                        del store.search_ids_deferred
+                    start = time.perf_counter()
+                    memory.recall(thread, resource_id=resource, per_page=0, vector_search_string=query,
+                                  thread_config=config)
+                    if k >= 100:
+                        times[mode].append((time.perf_counter() - start) * 1000)
+            first, read = np.array(times["first"]), np.array(times["read"])
+            print(f"| {scope} | {np.median(first):.2f} | {np.percentile(first, 95):.2f} | "
+                  f"{np.median(read):.2f} | {np.percentile(read, 95):.2f} | "
+                  f"{np.median(read) / np.median(first):.2f} |", flush=True)
+        print(f"\ncalls searched again after the check in the read: {redone[0]:,}; "
+              f"load average after {os.getloadavg()[0]:.1f}")
+    finally:
+        memory.close()
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+if __name__ == "__main__":
+    main()
