@@ -73,14 +73,26 @@ def test_a_write_committed_elsewhere_is_found_by_the_next_call(two_stores, monke
     reader.recall("t0", resource_id="r1", vector_search_string="warm up")
     writer.save_messages([{"id": "new", "thread_id": "t0", "resource_id": "r1", "role": "user",
                            "content": "the train to Porto leaves at nine"}])
-    catch_ups = _count(monkeypatch, reader.vector.rows, "changes")
+    statements = _count(monkeypatch, storage, "_fetch")
+    delta_reads = _count(monkeypatch, reader.vector.rows, "changes")
     got = reader.recall("t0", resource_id="r1", vector_search_string="the train to Porto leaves at nine")
     assert [m.id for m in got.messages] == ["m3", "new"] and set(got.scores) == {"new"}
-    assert catch_ups[0] == 1  # the stale search was noticed and done again on the caught-up cache
-    statements = _count(monkeypatch, storage, "_fetch")
+    # The first statement brought the change with the stale check; the hits were read again.
+    assert (statements[0], delta_reads[0]) == (2, 0)
     again = reader.recall("t0", resource_id="r1", vector_search_string="the train to Porto leaves at nine")
     assert [m.id for m in again.messages] == ["m3", "new"]
-    assert (statements[0], catch_ups[0]) == (1, 1)  # current again: one statement, no catch-up
+    assert (statements[0], delta_reads[0]) == (3, 0)  # current again: one statement
+
+
+def test_a_write_of_this_process_is_found_by_its_next_call(two_stores):
+    reader, _, _ = two_stores
+    reader.recall("t0", resource_id="r1", vector_search_string="warm up")
+    for i in range(20):
+        reader.save_messages([{"id": f"own{i}", "thread_id": "t0", "resource_id": "r1", "role": "user",
+                               "content": f"reminder {i}: water the plants in room {i * 7}"}])
+        got = reader.recall("t0", resource_id="r1",
+                            vector_search_string=f"reminder {i}: water the plants in room {i * 7}")
+        assert got.scores and next(iter(got.scores)) == f"own{i}"
 
 
 def test_a_deletion_committed_elsewhere_is_not_returned(two_stores):
@@ -97,3 +109,22 @@ def test_the_owner_is_still_checked_on_the_one_statement(two_stores):
     with pytest.raises(ResourceMismatchError):
         reader.recall("t0", resource_id="someone-else", vector_search_string="a refund was issued",
                       thread_config={"semantic_recall": {"scope": "thread"}})
+
+
+def test_a_cache_lagging_past_the_pruned_changes_is_rebuilt_by_recall(two_stores, monkeypatch):
+    """The check brings no partial delta when the changes since the cache's generation are
+    partly pruned: the call rebuilds the cache, and still sees every write and deletion."""
+    from threadrecall.vector import rows_postgres
+
+    monkeypatch.setattr(rows_postgres, "PRUNE_EVERY", 4)
+    monkeypatch.setattr(rows_postgres, "PRUNE_KEEP", 6)
+    reader, _, writer = two_stores
+    reader.recall("t0", resource_id="r1", vector_search_string="warm up")
+    writer.delete_messages(["m2"])
+    for i in range(12):  # each its own transaction and generation
+        writer.save_messages([{"id": f"w{i}", "thread_id": "t0", "resource_id": "r1", "role": "user",
+                               "content": f"later note {i} on topic {i * 11}"}])
+    got = reader.recall("t0", resource_id="r1", vector_search_string="my passport expires in June")
+    assert "m2" not in {m.id for m in got.messages}
+    got = reader.recall("t0", resource_id="r1", vector_search_string="later note 3 on topic 33")
+    assert next(iter(got.scores)) == "w3"

@@ -621,14 +621,17 @@ class Memory:
         if not search:
             return read_history(self.storage, query, includes, check)
         # The index searched as held, its freshness checked in the read of the hits: one round
-        # trip. When the index missed a committed write: caught up, searched and read again.
+        # trip. When the index missed a committed write, that read brought the changes: they
+        # are applied, and the index searched and the hits read again (a second trip).
         scores, freshness = self._semantic_scores(vector_search_string, semantic, thread_id,
                                                   resource_id, deferred=True)
         before, after = semantic.range()
         hits = [Include(i, before, after) for i in scores]
         result = read_history(self.storage, query, includes + hits, check, freshness)
         if freshness is not None and not freshness.held:
-            scores, _ = self._semantic_scores(vector_search_string, semantic, thread_id, resource_id)
+            caught_up = self.index.catch_up(freshness)
+            scores, _ = self._semantic_scores(vector_search_string, semantic, thread_id, resource_id,
+                                              deferred=caught_up)
             hits = [Include(i, before, after) for i in scores]
             result = read_history(self.storage, query, includes + hits, check)
         if not scores:

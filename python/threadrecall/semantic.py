@@ -222,6 +222,13 @@ class MessageIndex:
         """
         return self._search(query, top_k, filter, threshold, deferred=True)
 
+    def catch_up(self, freshness: Any) -> bool:
+        """After a ``freshness`` check that did not hold: apply the changes it read to the
+        store's index. ``True``: a search now (``search_deferred``, its new check not needed)
+        is as current as the read that ran the check; ``False``: use ``search``."""
+        catch_up = getattr(self.vector, "catch_up", None)
+        return catch_up is not None and catch_up(self.name, freshness)
+
     def _search(self, query: str, top_k: int, filter: Mapping[str, Any],
                 threshold: float | None, deferred: bool) -> tuple[list[Hit], Any]:
         self.ensure()

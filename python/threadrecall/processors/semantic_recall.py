@@ -137,14 +137,18 @@ class SemanticRecall:
         scope = {"resource_id": resource_id} if use_resource else {"thread_id": thread_id}
         before, after = config.range()
         # The HNSW cache over PostgreSQL is searched as held, its freshness checked in the
-        # read of the hits (one round trip); searched again only when it missed a write.
+        # read of the hits (one round trip); when it missed a write, the changes that read
+        # brought are applied and the index searched again.
         scores, freshness = ranked_scores_deferred(config, self.storage, self.index, query, scope)
         if freshness is not None:
             wanted = [(i, before, after) for i in scores]
             _, rows = owned_window(self.storage, thread_id, wanted, resource_id or None, freshness)
             if freshness.held:
                 return [message_of(r) for r in rows]
-            scores = ranked_scores(config, self.storage, self.index, query, scope)
+            if self.index.catch_up(freshness):
+                scores, _ = ranked_scores_deferred(config, self.storage, self.index, query, scope)
+            else:
+                scores = ranked_scores(config, self.storage, self.index, query, scope)
         if not scores:
             return []
         rows = self.storage.window([(i, before, after) for i in scores], resource_id or None)

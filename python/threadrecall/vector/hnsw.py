@@ -526,8 +526,25 @@ class HnswVectorStore(AsyncTwins):
         if (loaded is None or freshness is None or loaded.origin is None
                 or self.rows.in_transaction):
             return self.search_ids(name, vector, top_k=top_k, filter=filter), None
-        check = freshness(name, loaded.generation, loaded.origin)  # taken before the search
+        check = freshness(name, loaded.generation, loaded.origin, loaded.index.dim)  # before the search
         return self._search(loaded, vector, top_k, filter), check
+
+    def catch_up(self, name: str, freshness: Any) -> bool:
+        """Apply what a ``freshness`` check that did not hold brought (the changes it read):
+        ``True`` when the index now reflects that read, so a search of it (``search_ids_deferred``,
+        whose new check need not be run) is as current as the read; ``False`` when the check
+        brought nothing to apply or the index moved meanwhile (then ``search_ids``)."""
+        delta = getattr(freshness, "delta", None)
+        if delta is None:
+            return False
+        with self._lock:
+            loaded = self._loaded.get(name)
+            if loaded is None or loaded.origin != freshness.origin or loaded.generation != freshness.since:
+                return False
+            self._apply(name, loaded, delta)
+        self._link_backlog(loaded)
+        self._wake_linker()
+        return True
 
     def _search(self, loaded: Loaded, vector: Any, top_k: int,
                 filter: dict[str, Any] | None) -> list[tuple[str, float]]:

@@ -28,6 +28,7 @@ replays a partial delta).
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -123,9 +124,20 @@ CHANGES = """
     LEFT JOIN {s}.hnsw_rows r ON r.index_name = x.name AND r.id = c.id
     WHERE x.name = %(name)s
 """
-# The catalogue row as one row of a message read (id and thread NULL: no message, no owner).
-FRESHNESS = ("SELECT NULL::text, NULL::text, origin, generation, pruned, NULL::text "
-             "FROM {s}.hnsw_indexes WHERE name = %(freshness_index)s")
+# CHANGES shaped as rows of a message read, to run inside another statement: the id column
+# NULL (no message), then the changed id (NULL: no change), origin, generation, horizon, and
+# the row now as "<base64 vector> <metadata>" (NULL: deleted).
+FRESHNESS = """
+    SELECT NULL::text, c.id, x.origin, x.generation, x.pruned,
+           encode(r.vector, 'base64') || ' ' || r.metadata
+    FROM {s}.hnsw_indexes x
+    LEFT JOIN LATERAL (
+        SELECT DISTINCT ch.id FROM {s}.hnsw_changes ch
+        WHERE ch.index_name = x.name AND ch.generation > %(freshness_since)s AND ch.generation <= x.generation
+    ) c ON TRUE
+    LEFT JOIN {s}.hnsw_rows r ON r.index_name = x.name AND r.id = c.id
+    WHERE x.name = %(freshness_index)s
+"""
 SNAPSHOT_HEAD = ("SELECT origin, generation, (SELECT count(*) FROM {s}.hnsw_rows WHERE index_name = %(name)s) "
                  "FROM {s}.hnsw_indexes WHERE name = %(name)s")
 SNAPSHOT_ROWS = "SELECT id, vector, metadata FROM {s}.hnsw_rows WHERE index_name = %(name)s"
@@ -275,10 +287,11 @@ class PostgresRows:
         batches = iter([_batch(present, dim, first=3)] if present else [])
         return Delta(rows[0][1], removed, len(present), batches, origin=origin)
 
-    def freshness(self, name: str, since: int, origin: str) -> Freshness:
+    def freshness(self, name: str, since: int, origin: str, dim: int) -> Freshness:
         """The check, to run in another statement, that an index held at generation ``since``
-        of creation ``origin`` reflects every committed change."""
-        return Freshness(self._sql["FRESHNESS"], {"freshness_index": name}, since, origin)
+        of creation ``origin`` reflects every committed change, bringing what changed."""
+        return Freshness(self._sql["FRESHNESS"], {"freshness_index": name, "freshness_since": since},
+                         since, origin, dim)
 
     def _snapshot(self, name: str, dim: int) -> Delta:
         """Every row of ``name`` and the generation they reflect, read in one snapshot."""
@@ -311,28 +324,43 @@ class PostgresRows:
 
 @dataclass
 class Freshness:
-    """Whether an index searched as this process held it was current, read by whoever runs
-    ``sql`` (one row, shaped as a message row: ``NULL, NULL, origin, generation, pruned,
-    NULL``) in a statement of theirs and passes the row to ``observe``. ``held`` stays
-    ``False`` until a row shows the index's generation and creation unchanged, so a check
-    never run, or a row never seen, counts as stale.
+    """Whether an index searched as this process held it (at generation ``since`` of creation
+    ``origin``) was current, read by whoever runs ``sql`` (``FRESHNESS``: rows shaped as
+    message rows) in a statement of theirs and passes its rows to ``observe``. ``held``
+    stays ``False`` until rows show the generation and creation unchanged, so a check never
+    run counts as stale; when the generation moved, ``delta`` is what changed since (``None``
+    when the index must be rebuilt instead).
 
-    >>> check = Freshness("SELECT ...", {}, since=7, origin="o1")
-    >>> check.observe((None, None, "o1", 7, 0, None)); check.held
-    True
-    >>> check.observe((None, None, "o1", 8, 0, None)); check.held
-    False
+    >>> check = Freshness("SELECT ...", {}, since=7, origin="o1", dim=1)
+    >>> check.observe([(None, None, "o1", 7, 0, None)]); check.held, check.delta
+    (True, None)
+    >>> check.observe([(None, "a#0", "o1", 8, 0, "AACAPw== {}")]); check.held, check.delta.total
+    (False, 1)
     """
 
     sql: str
     params: dict[str, Any]
     since: int
     origin: str
+    dim: int
     held: bool = field(default=False, init=False)
+    delta: Delta | None = field(default=None, init=False)
 
-    def observe(self, row: tuple[Any, ...] | None) -> None:
-        self.held = row is not None and row[3] == self.since and not _outdated(
-            (row[2], row[3], row[4]), self.since, self.origin)
+    def observe(self, rows: list[tuple[Any, ...]]) -> None:
+        if not rows or _outdated(rows[0][2:5], self.since, self.origin):
+            return
+        generation = rows[0][3]
+        self.held = generation == self.since
+        if self.held:
+            return
+        removed = [r[1] for r in rows if r[1] is not None and r[5] is None]
+        present = []
+        for r in rows:
+            if r[1] is not None and r[5] is not None:
+                vector, _, metadata = r[5].partition(" ")
+                present.append((r[1], base64.b64decode(vector), metadata))
+        batches = iter([_batch(present, self.dim, first=0)] if present else [])
+        self.delta = Delta(generation, removed, len(present), batches, origin=self.origin)
 
 
 def _outdated(head: tuple[Any, ...], since: int, origin: str) -> bool:

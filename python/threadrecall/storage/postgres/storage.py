@@ -534,8 +534,8 @@ class PostgresStorage:
                      freshness: Any = None) -> tuple[str | None, list[MessageRow]]:
         """The resource of thread ``thread_id`` (``None`` when there is no such thread) and
         ``window(includes, resource_id)``, in one statement; with a vector index's
-        ``freshness`` check (its ``sql``: one row, id and thread NULL), that check's row too,
-        handed to its ``observe``."""
+        ``freshness`` check (its ``sql``: rows with the id NULL and the fourth column set),
+        that check's rows too, handed to its ``observe``."""
         if not includes and freshness is None:
             thread = self.get_thread(thread_id)
             return (None if thread is None else thread.resource_id), []
@@ -551,8 +551,8 @@ class PostgresStorage:
             params.update(freshness.params)
         found = self._fetch(query, params)
         if freshness is not None:
-            freshness.observe(next((r for r in found if r[0] is None and r[1] is None), None))
-        owner = next((r[2] for r in found if r[0] is None and r[1] is not None), None)
+            freshness.observe([r for r in found if r[0] is None and r[3] is not None])
+        owner = next((r[2] for r in found if r[0] is None and r[3] is None), None)
         return owner, [r for r in found if r[0] is not None]  # type: ignore[misc]
 
     # ----------------------------------------------------------------------------- change feed
