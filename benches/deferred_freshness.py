@@ -6,8 +6,11 @@ hits (one round trip), interleaved call by call in one process.
 through ``Memory.save_messages``, 384-d ``HashEmbedder``, ``top_k`` 4, ``message_range`` 1,
 ``per_page`` 0, thread and resource scope. "checked first" is the store without
 ``search_ids_deferred`` (so ``search_ids``, which reads the catalogue row before it searches);
-the same ``Memory``, cache and connection pool serve both. Also reported: how often the check
-sent a call back to search again (none here: nothing writes during the run).
+the same ``Memory``, cache and connection pool serve both. Then the same with a message saved
+through a second storage and store (another process, as far as the database can tell) before
+each timed call, so every call finds its cache behind: checked first, that is the catalogue
+row, the changes and the read (three round trips); checked in the read, the read that brings
+the changes and the read again (two).
 
     THREADRECALL_TEST_PG_DSN=... python benches/deferred_freshness.py --size 20000
 """
@@ -67,14 +70,30 @@ def main() -> None:
 
         store.catch_up = counted
         load = os.getloadavg()[0]
-        print(f"{args.size:,} messages, {args.calls:,} calls per scope and mode, load average {load:.1f}\n")
-        print("| scope | checked first p50 | p95 | checked in the read p50 | p95 | ratio p50 |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for scope in ("thread", "resource"):
+        print(f"{args.size:,} messages, {args.calls:,} calls per scope and mode ({args.calls // 2:,} with "
+              f"writes), load average {load:.1f}\n")
+        other_storage = PostgresStorage(dsn, schema=schema)
+        other = Memory(storage=other_storage, vector=HnswVectorStore(other_storage),
+                       embedder=HashEmbedder(dim=384), options=OPTIONS)
+        written = iter(range(10**9))
+
+        def write_elsewhere() -> None:
+            i = next(written)
+            t = i % threads
+            other.save_messages([{"id": f"w{i}", "thread_id": f"t{t}", "resource_id": f"r{t % 100}",
+                                  "role": "user", "content": f"a note written elsewhere, number {i}"}])
+
+        print("| writes | scope | checked first p50 | p95 | checked in the read p50 | p95 | ratio p50 |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for writes, scope in (("none", "thread"), ("none", "resource"),
+                              ("one before each call", "thread"), ("one before each call", "resource")):
             config = {"semantic_recall": {"scope": scope}}
             times: dict[str, list[float]] = {"first": [], "read": []}
-            for k, (thread, resource, query) in enumerate(work):
+            calls = work if writes == "none" else work[:args.calls // 2 + 100]
+            for k, (thread, resource, query) in enumerate(calls):
                 for mode in ("first", "read"):
+                    if writes != "none":
+                        write_elsewhere()
                     if mode == "first":
                         store.search_ids_deferred = None  # read as absent: search_ids
                     else:
@@ -85,11 +104,12 @@ def main() -> None:
                     if k >= 100:
                         times[mode].append((time.perf_counter() - start) * 1000)
             first, read = np.array(times["first"]), np.array(times["read"])
-            print(f"| {scope} | {np.median(first):.2f} | {np.percentile(first, 95):.2f} | "
+            print(f"| {writes} | {scope} | {np.median(first):.2f} | {np.percentile(first, 95):.2f} | "
                   f"{np.median(read):.2f} | {np.percentile(read, 95):.2f} | "
                   f"{np.median(read) / np.median(first):.2f} |", flush=True)
         print(f"\ncalls searched again after the check in the read: {redone[0]:,}; "
               f"load average after {os.getloadavg()[0]:.1f}")
+        other.close()
     finally:
         memory.close()
         import psycopg

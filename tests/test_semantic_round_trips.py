@@ -128,3 +128,18 @@ def test_a_cache_lagging_past_the_pruned_changes_is_rebuilt_by_recall(two_stores
     assert "m2" not in {m.id for m in got.messages}
     got = reader.recall("t0", resource_id="r1", vector_search_string="later note 3 on topic 33")
     assert next(iter(got.scores)) == "w3"
+
+
+def test_a_write_elsewhere_that_changes_no_hit_costs_one_statement(two_stores, monkeypatch):
+    reader, storage, writer = two_stores
+    reader.recall("t0", resource_id="r1", vector_search_string="warm up")
+    writer.create_thread("r2", thread_id="other")
+    writer.save_messages([{"id": "unrelated", "thread_id": "other", "role": "user",
+                           "content": "my passport expires in June"}])  # the same text, another resource
+    statements = _count(monkeypatch, storage, "_fetch")
+    catch_ups = _count(monkeypatch, reader.vector, "catch_up")
+    got = reader.recall("t0", resource_id="r1", vector_search_string="my passport expires in June")
+    assert [m.id for m in got.messages] == ["m1", "m2", "m3"] and set(got.scores) == {"m2"}
+    assert (statements[0], catch_ups[0]) == (1, 1)  # caught up from the read; the hits unchanged
+    got = reader.recall("other", resource_id="r2", vector_search_string="my passport expires in June")
+    assert [m.id for m in got.messages] == ["unrelated"]

@@ -622,7 +622,8 @@ class Memory:
             return read_history(self.storage, query, includes, check)
         # The index searched as held, its freshness checked in the read of the hits: one round
         # trip. When the index missed a committed write, that read brought the changes: they
-        # are applied, and the index searched and the hits read again (a second trip).
+        # are applied and the index searched again; the hits are read again (a second trip)
+        # only when they changed, as what was read of the same hits is as of that read.
         scores, freshness = self._semantic_scores(vector_search_string, semantic, thread_id,
                                                   resource_id, deferred=True)
         before, after = semantic.range()
@@ -630,10 +631,12 @@ class Memory:
         result = read_history(self.storage, query, includes + hits, check, freshness)
         if freshness is not None and not freshness.held:
             caught_up = self.index.catch_up(freshness)
-            scores, _ = self._semantic_scores(vector_search_string, semantic, thread_id, resource_id,
-                                              deferred=caught_up)
-            hits = [Include(i, before, after) for i in scores]
-            result = read_history(self.storage, query, includes + hits, check)
+            found, _ = self._semantic_scores(vector_search_string, semantic, thread_id, resource_id,
+                                             deferred=caught_up)
+            if found.keys() != scores.keys():
+                hits = [Include(i, before, after) for i in found]
+                result = read_history(self.storage, query, includes + hits, check)
+            scores = found
         if not scores:
             return result
         shown = {m.id for m in result.messages}

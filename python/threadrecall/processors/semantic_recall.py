@@ -143,12 +143,15 @@ class SemanticRecall:
         if freshness is not None:
             wanted = [(i, before, after) for i in scores]
             _, rows = owned_window(self.storage, thread_id, wanted, resource_id or None, freshness)
-            if freshness.held:
+            if not freshness.held:  # the hits read again only when the caught-up index changed them
+                if self.index.catch_up(freshness):
+                    found, _ = ranked_scores_deferred(config, self.storage, self.index, query, scope)
+                else:
+                    found = ranked_scores(config, self.storage, self.index, query, scope)
+                if found.keys() != scores.keys():
+                    scores, rows = found, None
+            if rows is not None:
                 return [message_of(r) for r in rows]
-            if self.index.catch_up(freshness):
-                scores, _ = ranked_scores_deferred(config, self.storage, self.index, query, scope)
-            else:
-                scores = ranked_scores(config, self.storage, self.index, query, scope)
         if not scores:
             return []
         rows = self.storage.window([(i, before, after) for i in scores], resource_id or None)
