@@ -93,8 +93,9 @@ def ranked_scores_deferred(semantic: Any, storage: Storage, index: MessageIndex 
     if semantic.mode != "vector":
         return ranked_scores(semantic, storage, index, query, scope), None
     assert index is not None
-    hits, freshness = index.search_deferred(query, top_k=semantic.top_k, threshold=semantic.threshold,
-                                            filter=_where(scope, semantic.filter))
+    hits, freshness = index.search_deferred(query, top_k=semantic.top_k,
+                                            filter=_where(scope, semantic.filter),
+                                            threshold=semantic.threshold)
     return _best(hits), freshness
 
 

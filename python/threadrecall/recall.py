@@ -161,7 +161,8 @@ def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include],
 
 
 def owned_window(storage: Storage, thread_id: str, includes: Sequence[tuple[str, int, int]],
-                 resource_id: str | None, freshness: Any = None) -> tuple[str | None, list[MessageRow]]:
+                 resource_id: str | None,
+                 freshness: Any = None) -> tuple[str | None, list[MessageRow]]:
     """The resource of thread ``thread_id`` (``None`` when there is no such thread) and
     ``storage.window(includes, resource_id)``: one statement where the storage has
     ``owned_window`` (PostgreSQL), else a thread lookup and the window. A ``freshness``

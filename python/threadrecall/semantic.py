@@ -232,7 +232,8 @@ class MessageIndex:
     def _search(self, query: str, top_k: int, filter: Mapping[str, Any],
                 threshold: float | None, deferred: bool) -> tuple[list[Hit], Any]:
         self.ensure()
-        deferring = deferred and getattr(self.vector, "shared", False) is True  # a cache of rows elsewhere
+        # Only a cache of rows other processes write has a check worth deferring.
+        deferring = deferred and getattr(self.vector, "shared", False) is True
         later = getattr(self.vector, "search_ids_deferred", None) if deferring else None
         search = getattr(self.vector, "search_ids", None)  # a store's metadata-free fast path
         hits: list[Hit] = []

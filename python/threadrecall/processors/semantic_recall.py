@@ -144,10 +144,11 @@ class SemanticRecall:
             wanted = [(i, before, after) for i in scores]
             _, rows = owned_window(self.storage, thread_id, wanted, resource_id or None, freshness)
             if not freshness.held:  # the hits read again only when the caught-up index changed them
-                if self.index.catch_up(freshness):
-                    found, _ = ranked_scores_deferred(config, self.storage, self.index, query, scope)
+                storage, index = self.storage, self.index
+                if index.catch_up(freshness):
+                    found, _ = ranked_scores_deferred(config, storage, index, query, scope)
                 else:
-                    found = ranked_scores(config, self.storage, self.index, query, scope)
+                    found = ranked_scores(config, storage, index, query, scope)
                 if found.keys() != scores.keys():
                     scores, rows = found, None
             if rows is not None:

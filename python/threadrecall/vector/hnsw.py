@@ -506,7 +506,8 @@ class HnswVectorStore(AsyncTwins):
         return self.rows.shared
 
     def search_ids_deferred(self, name: str, vector: Any, *, top_k: int = 10,
-                            filter: dict[str, Any] | None = None) -> tuple[list[tuple[str, float]], Any]:
+                            filter: dict[str, Any] | None = None,
+                            ) -> tuple[list[tuple[str, float]], Any]:
         """``search_ids`` on the index as this process holds it, with the check that it was
         current left to the caller: ``(pairs, freshness)``, where ``freshness`` (when not
         ``None``) is a ``Freshness`` to run in the caller's next statement. When it does not
@@ -526,7 +527,8 @@ class HnswVectorStore(AsyncTwins):
         if (loaded is None or freshness is None or loaded.origin is None
                 or self.rows.in_transaction):
             return self.search_ids(name, vector, top_k=top_k, filter=filter), None
-        check = freshness(name, loaded.generation, loaded.origin, loaded.index.dim)  # before the search
+        # Taken before the search: the index then reflects at least this generation.
+        check = freshness(name, loaded.generation, loaded.origin, loaded.index.dim)
         return self._search(loaded, vector, top_k, filter), check
 
     def catch_up(self, name: str, freshness: Any) -> bool:
@@ -539,7 +541,8 @@ class HnswVectorStore(AsyncTwins):
             return False
         with self._lock:
             loaded = self._loaded.get(name)
-            if loaded is None or loaded.origin != freshness.origin or loaded.generation != freshness.since:
+            if (loaded is None or loaded.origin != freshness.origin
+                    or loaded.generation != freshness.since):
                 return False
             self._apply(name, loaded, delta)
         self._link_backlog(loaded)

@@ -133,7 +133,8 @@ FRESHNESS = """
     FROM {s}.hnsw_indexes x
     LEFT JOIN LATERAL (
         SELECT DISTINCT ch.id FROM {s}.hnsw_changes ch
-        WHERE ch.index_name = x.name AND ch.generation > %(freshness_since)s AND ch.generation <= x.generation
+        WHERE ch.index_name = x.name AND ch.generation > %(freshness_since)s
+          AND ch.generation <= x.generation
     ) c ON TRUE
     LEFT JOIN {s}.hnsw_rows r ON r.index_name = x.name AND r.id = c.id
     WHERE x.name = %(freshness_index)s
@@ -290,8 +291,8 @@ class PostgresRows:
     def freshness(self, name: str, since: int, origin: str, dim: int) -> Freshness:
         """The check, to run in another statement, that an index held at generation ``since``
         of creation ``origin`` reflects every committed change, bringing what changed."""
-        return Freshness(self._sql["FRESHNESS"], {"freshness_index": name, "freshness_since": since},
-                         since, origin, dim)
+        params = {"freshness_index": name, "freshness_since": since}
+        return Freshness(self._sql["FRESHNESS"], params, since, origin, dim)
 
     def _snapshot(self, name: str, dim: int) -> Delta:
         """Every row of ``name`` and the generation they reflect, read in one snapshot."""

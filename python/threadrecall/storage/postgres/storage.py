@@ -545,7 +545,8 @@ class PostgresStorage:
             before.append(checked_count("before", nb))
             after.append(checked_count("after", na))
         query = self._sql[f"OWNED_WINDOW_{resource_id is not None}"]
-        params = {"ids": ids, "before": before, "after": after, "resource": resource_id, "thread": thread_id}
+        params = {"ids": ids, "before": before, "after": after, "resource": resource_id,
+                  "thread": thread_id}
         if freshness is not None:
             query = f"{query} UNION ALL ({freshness.sql})"
             params.update(freshness.params)
