@@ -514,6 +514,12 @@ class HnswVectorStore(AsyncTwins):
         hold, catch up with ``search_ids`` and use its answer instead. ``freshness`` is
         ``None`` when there was nothing to defer: the pairs are then ``search_ids``'s own.
 
+        Args:
+            name: the index.
+            vector: the query vector.
+            top_k: how many results at most.
+            filter: a Mongo-style filter over the stored metadata.
+
         >>> store = HnswVectorStore()
         >>> store.create_index("docs", 2)
         >>> _ = store.upsert("docs", [[1, 0], [0, 1]], ids=["a", "b"], metadata=[{"k": 1}, {"k": 2}])
@@ -535,7 +541,17 @@ class HnswVectorStore(AsyncTwins):
         """Apply what a ``freshness`` check that did not hold brought (the changes it read):
         ``True`` when the index now reflects that read, so a search of it (``search_ids_deferred``,
         whose new check need not be run) is as current as the read; ``False`` when the check
-        brought nothing to apply or the index moved meanwhile (then ``search_ids``)."""
+        brought nothing to apply or the index moved meanwhile (then ``search_ids``).
+
+        Args:
+            name: the index the check was taken on.
+            freshness: the check, after the statement that ran it.
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("docs", 2)
+        >>> store.catch_up("docs", None)  # an in-memory store defers nothing
+        False
+        """
         delta = getattr(freshness, "delta", None)
         if delta is None:
             return False
