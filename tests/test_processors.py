@@ -37,6 +37,14 @@ class Spy:
     def named(self, name):
         return [c for c in self.calls if c[0] == name]
 
+    def searches(self):
+        """The store's searches: ``search_ids``, or ``search_ids_deferred`` on a cache of rows
+        shared with other processes (its freshness checked in the read of the hits)."""
+        return [c for c in self.calls if c[0] in SEARCHES]
+
+
+SEARCHES = ("search_ids", "search_ids_deferred")
+
 
 class CountingEmbedder(HashEmbedder):
     def __init__(self, dim=32, fail=False):
@@ -97,7 +105,7 @@ def test_query_uses_the_last_user_text_top_k_and_scope_filter(world):
     p = processor(world, top_k=3)
     p.process_input([user("first question", "a"), {"id": "b", "role": "assistant", "content": "answer"},
                      user("Biscuit puppy", "c")], thread_id="t1", resource_id="r1")
-    (_, args, kwargs), = vector.named("search_ids")
+    (_, args, kwargs), = vector.searches()
     assert kwargs["top_k"] == 3 and kwargs["filter"] == {"resource_id": "r1"}
     assert embedder.seen[-1] == ["Biscuit puppy"]
 
@@ -106,7 +114,7 @@ def test_thread_scope_filter_and_fallback_without_resource(world):
     _, vector, _ = world
     processor(world, scope="thread").process_input([user("Biscuit")], thread_id="t1", resource_id="r1")
     processor(world, scope="resource").process_input([user("Biscuit")], thread_id="t1")
-    assert [c[2]["filter"] for c in vector.named("search_ids")] == [{"thread_id": "t1"}, {"thread_id": "t1"}]
+    assert [c[2]["filter"] for c in vector.searches()] == [{"thread_id": "t1"}, {"thread_id": "t1"}]
 
 
 def test_threshold_drops_weaker_hits(world):
@@ -123,7 +131,7 @@ def test_no_hits_leave_the_input_unchanged(world):
 
 def test_a_vector_store_failure_is_swallowed(world, caplog):
     storage, vector, embedder = world
-    broken = SemanticRecall(storage, Spy(vector._inner, fail={"search_ids"}), embedder)
+    broken = SemanticRecall(storage, Spy(vector._inner, fail=set(SEARCHES)), embedder)
     with caplog.at_level(logging.ERROR):
         out = broken.process_input([user("Biscuit")], thread_id="t1", resource_id="r1")
     assert [m.id for m in out] == ["new"] and "semantic recall failed" in caplog.text
@@ -136,7 +144,7 @@ def test_no_user_message_or_no_thread_means_no_work(world):
     assert [m.id for m in p.process_input([{"id": "a", "role": "assistant", "content": "hi"}],
                                           thread_id="t1")] == ["a"]
     assert p.process_input([user("Biscuit")], thread_id=None) == [user("Biscuit")]
-    assert len(embedder.seen) == before and vector.named("search_ids") == []
+    assert len(embedder.seen) == before and vector.searches() == []
 
 
 def test_multi_part_user_message_is_joined_with_spaces(world):
@@ -165,7 +173,7 @@ def test_default_and_custom_index_names(world):
     custom = processor(world, index_name="my_index")
     custom.process_output_result([user("hello there", "z")], thread_id="t1", resource_id="r1")
     custom.process_input([user("hello there")], thread_id="t1", resource_id="r1")
-    assert {c[1][0] for c in vector.calls if c[0] in ("create_index", "upsert", "search_ids")} == {"my_index"}
+    assert {c[1][0] for c in vector.calls if c[0] in ("create_index", "upsert", *SEARCHES)} == {"my_index"}
     assert vector.describe_index("my_index").dimension == 32
 
 

@@ -29,7 +29,7 @@ from .semantic import MessageIndex, vector_metadata
 from .storage.base import Storage
 
 __all__ = ["CANDIDATES", "LEXICAL_WEIGHT", "NEIGHBOUR_WEIGHT", "RRF_K", "SIDE_NEIGHBOUR_WEIGHT",
-           "lexical_scores", "ranked_ids", "ranked_scores"]
+           "lexical_scores", "ranked_ids", "ranked_scores", "ranked_scores_deferred"]
 
 # A small k keeps the fused order close to each ranking's head, where the evidence usually is.
 RRF_K = 5
@@ -85,6 +85,20 @@ def ranked_scores(semantic: Any, storage: Storage, index: MessageIndex | None, q
     return dict(list(smoothed.items())[:semantic.top_k])
 
 
+def ranked_scores_deferred(semantic: Any, storage: Storage, index: MessageIndex | None, query: str,
+                           scope: Mapping[str, str]) -> tuple[dict[str, float], Any]:
+    """``ranked_scores`` and the freshness check its vector search left to the caller's next
+    statement (``MessageIndex.search_deferred``), or ``None`` when nothing was left: only the
+    vector mode's search defers."""
+    if semantic.mode != "vector":
+        return ranked_scores(semantic, storage, index, query, scope), None
+    assert index is not None
+    hits, freshness = index.search_deferred(query, top_k=semantic.top_k,
+                                            filter=_where(scope, semantic.filter),
+                                            threshold=semantic.threshold)
+    return _best(hits), freshness
+
+
 def ranked_ids(semantic: Any, storage: Storage, index: MessageIndex | None, query: str,
                scope: Mapping[str, str]) -> list[str]:
     """The ids of ``ranked_scores``, best first."""
@@ -95,9 +109,18 @@ def _vector_scores(index: MessageIndex | None, query: str, top_k: int, scope: Ma
                    flt: Mapping[str, Any] | None, threshold: float | None) -> dict[str, float]:
     """Each matching message's best chunk similarity, best first."""
     assert index is not None
-    where = {"$and": [dict(scope), flt]} if flt else dict(scope)
+    return _best(index.search(query, top_k=top_k, filter=_where(scope, flt), threshold=threshold))
+
+
+def _where(scope: Mapping[str, str], flt: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The vector filter of a search: the scope, and the configured filter when there is one."""
+    return {"$and": [dict(scope), dict(flt)]} if flt else dict(scope)
+
+
+def _best(hits: Iterable[Any]) -> dict[str, float]:
+    """Each message's first (best) hit's score, in the hits' order."""
     scores: dict[str, float] = {}
-    for hit in index.search(query, top_k=top_k, filter=where, threshold=threshold):
+    for hit in hits:
         scores.setdefault(hit.message_id, hit.score)
     return scores
 

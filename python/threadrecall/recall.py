@@ -113,26 +113,29 @@ def date_bounds(date_range: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include],
-                 check_owner: Callable[[str | None], None] | None = None) -> RecallResult:
+                 check_owner: Callable[[str | None], None] | None = None,
+                 freshness: Any = None) -> RecallResult:
     """One page of a thread plus its includes, with ``total`` and ``has_more``.
 
     ``check_owner``, when given, is called with the resource of the thread (``None`` when there
     is no such thread) before anything is read but the includes, or the page when there are
     none: it comes with the first of them in one read where the storage can (its
-    ``owned_window`` or ``owned_page``).
+    ``owned_window`` or ``owned_page``). A vector store's ``freshness`` check, when given, is
+    run in the read of the includes (see ``owned_window``).
     """
     resource = q.resource_id or None  # an empty resource id leaves the page unscoped
     bounds = date_bounds(q.date_range)
     filtered = bool(bounds) or bool(q.metadata)
     descending = _descending(q.order_by, q.per_page)
     empty = q.per_page is not False and q.per_page == 0
-    if check_owner is not None and (includes or empty):
-        owner, window = owned_window(storage, q.thread_id, [(i.id, i.before, i.after) for i in includes],
-                                     resource)
-        check_owner(owner)
-        check_owner = None
+    wanted = [(i.id, i.before, i.after) for i in includes]
+    if freshness is not None or (check_owner is not None and (includes or empty)):
+        owner, window = owned_window(storage, q.thread_id, wanted, resource, freshness)
+        if check_owner is not None:
+            check_owner(owner)
+            check_owner = None
     else:
-        window = storage.window([(i.id, i.before, i.after) for i in includes], resource) if includes else []
+        window = storage.window(wanted, resource) if includes else []
 
     if empty:
         return _result(window, [], 0, q.page, 0, False)
@@ -188,10 +191,13 @@ def owned_page(storage: Storage, thread_id: str, check_owner: Callable[[str | No
 
 
 def owned_window(storage: Storage, thread_id: str, includes: Sequence[tuple[str, int, int]],
-                 resource_id: str | None) -> tuple[str | None, list[MessageRow]]:
+                 resource_id: str | None,
+                 freshness: Any = None) -> tuple[str | None, list[MessageRow]]:
     """The resource of thread ``thread_id`` (``None`` when there is no such thread) and
     ``storage.window(includes, resource_id)``: one statement where the storage has
-    ``owned_window`` (PostgreSQL), else a thread lookup and the window.
+    ``owned_window`` (PostgreSQL), else a thread lookup and the window. A ``freshness``
+    check (``HnswVectorStore.search_ids_deferred``) runs in that statement; a storage
+    without ``owned_window`` leaves it unobserved, so it does not hold.
 
     >>> from threadrecall import Memory
     >>> from threadrecall.storage import DuckDBStorage
@@ -206,6 +212,8 @@ def owned_window(storage: Storage, thread_id: str, includes: Sequence[tuple[str,
     """
     fused = getattr(storage, "owned_window", None)
     if fused is not None:
+        if freshness is not None:
+            return fused(thread_id, includes, resource_id, freshness=freshness)
         return fused(thread_id, includes, resource_id)
     thread = storage.get_thread(thread_id)
     owner = None if thread is None else thread.resource_id

@@ -205,17 +205,50 @@ class MessageIndex:
     def search(self, query: str, *, top_k: int, filter: Mapping[str, Any],
                threshold: float | None = None) -> list[Hit]:
         """Top-``top_k`` per query chunk, kept when ``score >= threshold``."""
+        return self._search(query, top_k, filter, threshold, deferred=False)[0]
+
+    def search_deferred(self, query: str, *, top_k: int, filter: Mapping[str, Any],
+                        threshold: float | None = None) -> tuple[list[Hit], Any]:
+        """``search`` on a store that can leave its freshness check to the caller's next
+        statement (``HnswVectorStore.search_ids_deferred``): ``(hits, freshness)``. When
+        ``freshness`` is not ``None``, the hits stand only if it holds once that statement
+        ran; else ``search`` gives the answer. ``None``: the hits are ``search``'s own.
+
+        >>> from threadrecall.embedders import HashEmbedder
+        >>> from threadrecall.vector import HnswVectorStore
+        >>> index = MessageIndex(HnswVectorStore(), HashEmbedder(dim=8))
+        >>> index.search_deferred("hello", top_k=1, filter={})
+        ([], None)
+        """
+        return self._search(query, top_k, filter, threshold, deferred=True)
+
+    def catch_up(self, freshness: Any) -> bool:
+        """After a ``freshness`` check that did not hold: apply the changes it read to the
+        store's index. ``True``: a search now (``search_deferred``, its new check not needed)
+        is as current as the read that ran the check; ``False``: use ``search``."""
+        catch_up = getattr(self.vector, "catch_up", None)
+        return catch_up is not None and catch_up(self.name, freshness)
+
+    def _search(self, query: str, top_k: int, filter: Mapping[str, Any],
+                threshold: float | None, deferred: bool) -> tuple[list[Hit], Any]:
         self.ensure()
+        # Only a cache of rows other processes write has a check worth deferring.
+        deferring = deferred and getattr(self.vector, "shared", False) is True
+        later = getattr(self.vector, "search_ids_deferred", None) if deferring else None
         search = getattr(self.vector, "search_ids", None)  # a store's metadata-free fast path
         hits: list[Hit] = []
+        freshness = None
         for vector in self.embed_query(query):
-            if search is not None:
+            if later is not None:  # the first check taken covers the chunks searched after it
+                pairs, check = later(self.name, vector, top_k=top_k, filter=filter)
+                freshness = freshness or check
+            elif search is not None:
                 pairs = search(self.name, vector, top_k=top_k, filter=filter)
             else:
                 pairs = [(r.id, r.score) for r in self.vector.query(self.name, vector, top_k=top_k, filter=filter)]
             hits.extend(Hit(vid.rsplit("#", 1)[0], score) for vid, score in pairs
                         if threshold is None or score >= threshold)
-        return hits
+        return hits, freshness
 
 
 def vector_ids(message: Message) -> list[str]:

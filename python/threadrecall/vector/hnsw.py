@@ -496,7 +496,77 @@ class HnswVectorStore(AsyncTwins):
         [('b', 1.0)]
         """
         _check_name(name)
-        loaded = self._current(name)
+        return self._search(self._current(name), vector, top_k, filter)
+
+    @property
+    def shared(self) -> bool:
+        """Whether other processes write these indexes (over PostgreSQL): each process's
+        graph is then a cache, checked current before a search (or, through
+        ``search_ids_deferred``, in the caller's next statement)."""
+        return self.rows.shared
+
+    def search_ids_deferred(self, name: str, vector: Any, *, top_k: int = 10,
+                            filter: dict[str, Any] | None = None,
+                            ) -> tuple[list[tuple[str, float]], Any]:
+        """``search_ids`` on the index as this process holds it, with the check that it was
+        current left to the caller: ``(pairs, freshness)``, where ``freshness`` (when not
+        ``None``) is a ``Freshness`` to run in the caller's next statement. When it does not
+        hold, catch up with ``search_ids`` and use its answer instead. ``freshness`` is
+        ``None`` when there was nothing to defer: the pairs are then ``search_ids``'s own.
+
+        Args:
+            name: the index.
+            vector: the query vector.
+            top_k: how many results at most.
+            filter: a Mongo-style filter over the stored metadata.
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("docs", 2)
+        >>> _ = store.upsert("docs", [[1, 0], [0, 1]], ids=["a", "b"], metadata=[{"k": 1}, {"k": 2}])
+        >>> pairs, freshness = store.search_ids_deferred("docs", [0, 1], top_k=1)
+        >>> [i for i, _ in pairs], freshness
+        (['b'], None)
+        """
+        _check_name(name)
+        loaded = self._loaded.get(name)
+        freshness = getattr(self.rows, "freshness", None)
+        if (loaded is None or freshness is None or loaded.origin is None
+                or self.rows.in_transaction):
+            return self.search_ids(name, vector, top_k=top_k, filter=filter), None
+        # Taken before the search: the index then reflects at least this generation.
+        check = freshness(name, loaded.generation, loaded.origin, loaded.index.dim)
+        return self._search(loaded, vector, top_k, filter), check
+
+    def catch_up(self, name: str, freshness: Any) -> bool:
+        """Apply what a ``freshness`` check that did not hold brought (the changes it read):
+        ``True`` when the index now reflects that read, so a search of it (``search_ids_deferred``,
+        whose new check need not be run) is as current as the read; ``False`` when the check
+        brought nothing to apply or the index moved meanwhile (then ``search_ids``).
+
+        Args:
+            name: the index the check was taken on.
+            freshness: the check, after the statement that ran it.
+
+        >>> store = HnswVectorStore()
+        >>> store.create_index("docs", 2)
+        >>> store.catch_up("docs", None)  # an in-memory store defers nothing
+        False
+        """
+        delta = getattr(freshness, "delta", None)
+        if delta is None:
+            return False
+        with self._lock:
+            loaded = self._loaded.get(name)
+            if (loaded is None or loaded.origin != freshness.origin
+                    or loaded.generation != freshness.since):
+                return False
+            self._apply(name, loaded, delta)
+        self._link_backlog(loaded)
+        self._wake_linker()
+        return True
+
+    def _search(self, loaded: Loaded, vector: Any, top_k: int,
+                filter: dict[str, Any] | None) -> list[tuple[str, float]]:
         if not _is_int(top_k) or top_k < 1:
             raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
         check_texts(filter, "the filter")

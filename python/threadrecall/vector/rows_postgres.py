@@ -14,7 +14,9 @@ reads the generation and, in the same snapshot, each id changed since the index'
 generation with its row as it is now (no row: deleted). Before each search a process first
 reads just the index's catalogue row (a primary-key lookup, one round trip): when its
 generation is the one the process's index reflects, nothing changed and that lookup is the
-whole cost of staying current; only when it moved is the delta read.
+whole cost of staying current; only when it moved is the delta read. A caller about to read
+the database anyway can fold that lookup into its own statement instead (``Freshness``):
+search the index as it is, then learn in the same round trip whether it was current.
 
 ``hnsw_changes`` is pruned as it grows: every ``PRUNE_EVERY`` generations the transaction that
 takes the generation deletes the changes older than the last ``PRUNE_KEEP`` generations and
@@ -26,9 +28,11 @@ replays a partial delta).
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -39,7 +43,7 @@ from ..errors import IndexCorruptError, IndexNotFoundError
 from ..storage.postgres.schema import migrate, quoted_schema
 from .rows import Delta
 
-__all__ = ["PostgresRows", "MIGRATIONS"]
+__all__ = ["Freshness", "PostgresRows", "MIGRATIONS"]
 
 # Rows read per batch while an index is rebuilt.
 BATCH = 5_000
@@ -120,6 +124,21 @@ CHANGES = """
     LEFT JOIN {s}.hnsw_rows r ON r.index_name = x.name AND r.id = c.id
     WHERE x.name = %(name)s
 """
+# CHANGES shaped as rows of a message read, to run inside another statement: the id column
+# NULL (no message), then the changed id (NULL: no change), origin, generation, horizon, and
+# the row now as "<base64 vector> <metadata>" (NULL: deleted).
+FRESHNESS = """
+    SELECT NULL::text, c.id, x.origin, x.generation, x.pruned,
+           encode(r.vector, 'base64') || ' ' || r.metadata
+    FROM {s}.hnsw_indexes x
+    LEFT JOIN LATERAL (
+        SELECT DISTINCT ch.id FROM {s}.hnsw_changes ch
+        WHERE ch.index_name = x.name AND ch.generation > %(freshness_since)s
+          AND ch.generation <= x.generation
+    ) c ON TRUE
+    LEFT JOIN {s}.hnsw_rows r ON r.index_name = x.name AND r.id = c.id
+    WHERE x.name = %(freshness_index)s
+"""
 SNAPSHOT_HEAD = ("SELECT origin, generation, (SELECT count(*) FROM {s}.hnsw_rows WHERE index_name = %(name)s) "
                  "FROM {s}.hnsw_indexes WHERE name = %(name)s")
 SNAPSHOT_ROWS = "SELECT id, vector, metadata FROM {s}.hnsw_rows WHERE index_name = %(name)s"
@@ -140,7 +159,7 @@ class PostgresRows:
         self._sql = {name: text.replace("{s}", ident) for name, text in (
             ("INFO", INFO), ("CREATE", CREATE), ("WRITE", WRITE), ("DELETE", DELETE),
             ("STAMP", STAMP), ("PRUNE", PRUNE), ("HEAD", HEAD), ("CHANGES", CHANGES),
-            ("SNAPSHOT_HEAD", SNAPSHOT_HEAD),
+            ("FRESHNESS", FRESHNESS), ("SNAPSHOT_HEAD", SNAPSHOT_HEAD),
             ("SNAPSHOT_ROWS", SNAPSHOT_ROWS))}
         self._ident = ident
 
@@ -269,6 +288,12 @@ class PostgresRows:
         batches = iter([_batch(present, dim, first=3)] if present else [])
         return Delta(rows[0][1], removed, len(present), batches, origin=origin)
 
+    def freshness(self, name: str, since: int, origin: str, dim: int) -> Freshness:
+        """The check, to run in another statement, that an index held at generation ``since``
+        of creation ``origin`` reflects every committed change, bringing what changed."""
+        params = {"freshness_index": name, "freshness_since": since}
+        return Freshness(self._sql["FRESHNESS"], params, since, origin, dim)
+
     def _snapshot(self, name: str, dim: int) -> Delta:
         """Every row of ``name`` and the generation they reflect, read in one snapshot."""
         rows = self._snapshot_rows(name, dim)
@@ -296,6 +321,47 @@ class PostgresRows:
 
     def remove_leftovers(self) -> None:
         pass
+
+
+@dataclass
+class Freshness:
+    """Whether an index searched as this process held it (at generation ``since`` of creation
+    ``origin``) was current, read by whoever runs ``sql`` (``FRESHNESS``: rows shaped as
+    message rows) in a statement of theirs and passes its rows to ``observe``. ``held``
+    stays ``False`` until rows show the generation and creation unchanged, so a check never
+    run counts as stale; when the generation moved, ``delta`` is what changed since (``None``
+    when the index must be rebuilt instead).
+
+    >>> check = Freshness("SELECT ...", {}, since=7, origin="o1", dim=1)
+    >>> check.observe([(None, None, "o1", 7, 0, None)]); check.held, check.delta
+    (True, None)
+    >>> check.observe([(None, "a#0", "o1", 8, 0, "AACAPw== {}")]); check.held, check.delta.total
+    (False, 1)
+    """
+
+    sql: str
+    params: dict[str, Any]
+    since: int
+    origin: str
+    dim: int
+    held: bool = field(default=False, init=False)
+    delta: Delta | None = field(default=None, init=False)
+
+    def observe(self, rows: list[tuple[Any, ...]]) -> None:
+        if not rows or _outdated(rows[0][2:5], self.since, self.origin):
+            return
+        generation = rows[0][3]
+        self.held = generation == self.since
+        if self.held:
+            return
+        removed = [r[1] for r in rows if r[1] is not None and r[5] is None]
+        present = []
+        for r in rows:
+            if r[1] is not None and r[5] is not None:
+                vector, _, metadata = r[5].partition(" ")
+                present.append((r[1], base64.b64decode(vector), metadata))
+        batches = iter([_batch(present, self.dim, first=0)] if present else [])
+        self.delta = Delta(generation, removed, len(present), batches, origin=self.origin)
 
 
 def _outdated(head: tuple[Any, ...], since: int, origin: str) -> bool:

@@ -556,10 +556,13 @@ class PostgresStorage:
         return self._rows(query, {"ids": ids, "before": before, "after": after, "resource": resource_id})
 
     def owned_window(self, thread_id: str, includes: Sequence[tuple[str, int, int]],
-                     resource_id: str | None = None) -> tuple[str | None, list[MessageRow]]:
+                     resource_id: str | None = None, *,
+                     freshness: Any = None) -> tuple[str | None, list[MessageRow]]:
         """The resource of thread ``thread_id`` (``None`` when there is no such thread) and
-        ``window(includes, resource_id)``, in one statement."""
-        if not includes:
+        ``window(includes, resource_id)``, in one statement; with a vector index's
+        ``freshness`` check (its ``sql``: rows with the id NULL and the fourth column set),
+        that check's rows too, handed to its ``observe``."""
+        if not includes and freshness is None:
             thread = self.get_thread(thread_id)
             return (None if thread is None else thread.resource_id), []
         ids, before, after = [], [], []
@@ -567,9 +570,16 @@ class PostgresStorage:
             ids.append(mid)
             before.append(checked_count("before", nb))
             after.append(checked_count("after", na))
-        found = self._fetch(self._sql[f"OWNED_WINDOW_{resource_id is not None}"], {
-            "ids": ids, "before": before, "after": after, "resource": resource_id, "thread": thread_id})
-        owner = next((r[2] for r in found if r[0] is None), None)
+        query = self._sql[f"OWNED_WINDOW_{resource_id is not None}"]
+        params = {"ids": ids, "before": before, "after": after, "resource": resource_id,
+                  "thread": thread_id}
+        if freshness is not None:
+            query = f"{query} UNION ALL ({freshness.sql})"
+            params.update(freshness.params)
+        found = self._fetch(query, params)
+        if freshness is not None:
+            freshness.observe([r for r in found if r[0] is None and r[3] is not None])
+        owner = next((r[2] for r in found if r[0] is None and r[3] is None), None)
         return owner, [r for r in found if r[0] is not None]  # type: ignore[misc]
 
     # ----------------------------------------------------------------------------- change feed
