@@ -86,6 +86,8 @@ PROGRESS_FROM = 20_000
 # call that brought it (a bulk upsert, a catch-up, a rebuild): no search scans it for long.
 # Fewer are left to the background linker.
 BULK_LINK_FROM = 1_000
+# A ``top_k`` beyond any index size, passed as such to the core (which clamps it to the size).
+_LARGEST_K = 1 << 62
 
 
 # The open store of each database, by id(Database) (a store holds its database, so the id stays
@@ -432,11 +434,10 @@ class HnswVectorStore(AsyncTwins):
         loaded = self._loaded.get(name)  # a loaded index of this name: the name is valid
         if loaded is None or self.rows.shared:
             loaded = self._current(name)
-        if type(top_k) is not int or top_k < 1:
+        if type(top_k) is not int or not 0 < top_k < _LARGEST_K:
             if not _is_int(top_k) or top_k < 1:
                 raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
-            top_k = int(top_k)
-        top_k = min(top_k, max(len(loaded.index), 1))  # no more hits than vectors, however large
+            top_k = min(int(top_k), _LARGEST_K)  # the core returns no more hits than vectors
         if filter is not None:
             check_texts(filter, "the filter")
         if type(vector) is not np.ndarray or vector.dtype != np.float32 or vector.ndim != 1:
