@@ -57,17 +57,16 @@ from ..errors import (
     InvalidArgumentError,
     StorageError,
 )
-from ..storage.duckdb import Database
 from ..types import IndexStats, QueryResult, check_json, check_text, check_texts, dumps
 from .arguments import METRICS
 from .arguments import as_matrix as _as_matrix
 from .arguments import check_name as _check_name
 from .arguments import is_int as _is_int
+from .backing import database_of, private, rows_for
 from .base import AsyncTwins
 from .linker import Linker, default_threads, weakly
-from .loaded import Loaded
-from .rows import Delta, Rows
-from .rows_duckdb import MIGRATIONS, DuckDBRows
+from .loaded import Loaded, add_stored
+from .rows_duckdb import MIGRATIONS
 
 __all__ = ["HnswVectorStore"]
 
@@ -80,52 +79,18 @@ log = logging.getLogger(__name__)
 # reopen replays from the database whatever the file lacks.
 SAVE_AFTER_CHANGES = 20_000
 SAVE_AFTER_FRACTION = 0.25
-# Rebuilds of at least this many vectors show a progress bar.
-PROGRESS_FROM = 20_000
 # A backlog of at least this many waiting vectors is linked at once, on every core, by the
 # call that brought it (a bulk upsert, a catch-up, a rebuild): no search scans it for long.
 # Fewer are left to the background linker.
 BULK_LINK_FROM = 1_000
+# A ``top_k`` beyond any index size, passed as such to the core (which clamps it to the size).
+_LARGEST_K = 1 << 62
 
 
 # The open store of each database, by id(Database) (a store holds its database, so the id stays
 # unique while the entry lives; a store nobody holds any more drops out).
 _STORES: weakref.WeakValueDictionary[int, HnswVectorStore] = weakref.WeakValueDictionary()
 _STORES_LOCK = threading.Lock()
-
-
-def _database_of(storage: Any) -> tuple[Any, Any]:
-    """The database a store keeps its vectors in (a DuckDB ``Database`` or a
-    ``PostgresStorage``), and the storage handle it opened for it (None when the caller's
-    storage is used)."""
-    if storage is None or isinstance(storage, (str, Path)):
-        from ..storage.duckdb import DuckDBStorage
-
-        handle = DuckDBStorage(":memory:" if storage is None else storage)
-        return handle.db, handle
-    if isinstance(storage, Database):
-        return storage, None
-    if isinstance(getattr(storage, "db", None), Database):
-        return storage.db, None
-    from ..storage.postgres import PostgresStorage
-
-    if isinstance(storage, PostgresStorage):
-        return storage, None
-    raise InvalidArgumentError(
-        "storage must be a DuckDBStorage, a PostgresStorage, a Database, a database path or None")
-
-
-def _rows_for(db: Any) -> Rows:
-    if isinstance(db, Database):
-        return DuckDBRows(db)
-    from .rows_postgres import PostgresRows
-
-    return PostgresRows(db)
-
-
-def _private(db: Any, handle: Any) -> bool:
-    """Whether the store is the only user of its database (an in-memory one it opened)."""
-    return isinstance(db, Database) and db.in_memory and handle is not None
 
 
 class HnswVectorStore(AsyncTwins):
@@ -161,15 +126,15 @@ class HnswVectorStore(AsyncTwins):
     """
 
     def __new__(cls, storage: Any = None, **settings: Any) -> HnswVectorStore:
-        db, handle = _database_of(storage)
+        db, handle = database_of(storage)
         with _STORES_LOCK:
-            store = None if _private(db, handle) else _STORES.get(id(db))
+            store = None if private(db, handle) else _STORES.get(id(db))
             if store is None:
                 store = super().__new__(cls)
                 store._opens = 0
                 store._handles = []
                 store._db = db
-                if not _private(db, handle):
+                if not private(db, handle):
                     _STORES[id(db)] = store
             store._opens += 1
             if handle is not None:
@@ -212,7 +177,7 @@ class HnswVectorStore(AsyncTwins):
             self._linker = Linker(self._loaded, weakly(self._save_due)) if background_linking else None
             if self._linker is not None:
                 weakref.finalize(self, self._linker.stop)
-            self.rows = _rows_for(self._db)
+            self.rows = rows_for(self._db)
             self.rows.remove_leftovers()
         except BaseException:
             self._release()
@@ -432,11 +397,10 @@ class HnswVectorStore(AsyncTwins):
         loaded = self._loaded.get(name)  # a loaded index of this name: the name is valid
         if loaded is None or self.rows.shared:
             loaded = self._current(name)
-        if type(top_k) is not int or top_k < 1:
+        if type(top_k) is not int or not 0 < top_k < _LARGEST_K:
             if not _is_int(top_k) or top_k < 1:
                 raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
-            top_k = int(top_k)
-        top_k = min(top_k, max(len(loaded.index), 1))  # no more hits than vectors, however large
+            top_k = min(int(top_k), _LARGEST_K)  # the core returns no more hits than vectors
         if filter is not None:
             check_texts(filter, "the filter")
         if type(vector) is not np.ndarray or vector.dtype != np.float32 or vector.ndim != 1:
@@ -728,7 +692,7 @@ class HnswVectorStore(AsyncTwins):
                 replaced = self._loaded.get(name) is not loaded
                 moved = loaded.generation != since
                 if not (replaced or moved):
-                    self._apply(name, loaded, delta)
+                    loaded.apply(name, delta, self.rows.shared)
             if replaced:  # rebuilt or deleted by another thread meanwhile
                 return self._current(name)
             if not moved:
@@ -741,7 +705,7 @@ class HnswVectorStore(AsyncTwins):
             loaded = self._loaded.get(name)
             if loaded is None:
                 return  # loaded later, straight from the database
-            _add_stored(loaded.index, ids, rows, texts)
+            add_stored(loaded.index, ids, rows, texts)
             loaded.remember(ids, texts)
             self._advance(name, loaded, generation, len(ids))
         self._link_backlog(loaded)
@@ -870,43 +834,10 @@ class HnswVectorStore(AsyncTwins):
 
     def _catch_up(self, name: str, loaded: Loaded) -> None:
         """Replay what was written after the index's generation (everything, for a new one)."""
-        self._apply(name, loaded, self.rows.changes(name, loaded.generation, loaded.index.dim, loaded.origin))
-
-    def _apply(self, name: str, loaded: Loaded, delta: Delta) -> None:
-        """Deletions first, then rows: an id deleted and written again ends up present."""
-        if delta.removed:
-            loaded.index.remove(delta.removed)
-            for i in delta.removed:
-                loaded.metadata.pop(i, None)
-        progress = None
-        if delta.total >= PROGRESS_FROM:
-            from tqdm import tqdm
-
-            progress = tqdm(total=delta.total, desc=f"indexing {name}", unit="vec")
-        for ids, vectors, texts in delta.batches:
-            _add_stored(loaded.index, ids, vectors, texts)
-            if self.rows.shared:  # what another process wrote may replace a remembered text
-                loaded.remember(ids, texts)
-            if progress is not None:
-                progress.update(len(ids))
-        if progress is not None:
-            progress.close()
-        loaded.generation = delta.generation
-        loaded.origin = delta.origin
-        loaded.changes += delta.total + len(delta.removed)
-
+        loaded.apply(name, self.rows.changes(name, loaded.generation, loaded.index.dim, loaded.origin),
+                     self.rows.shared)
 
 def _unlink_files(path: Path) -> None:
     """Delete an index file and the vectors file beside it."""
     path.unlink(missing_ok=True)
     path.with_suffix(".vectors").unlink(missing_ok=True)
-
-
-def _add_stored(index: _core.VectorIndex, ids: list[str], vectors: np.ndarray, texts: list[str]) -> None:
-    """Add vectors with their metadata as stored in the database (JSON texts), so the graph
-    filters exactly as a rebuilt one would. Texts holding NaN or infinities, which only
-    Python's JSON reads, go through Python."""
-    try:
-        index.add(ids, vectors, metadata_json=texts)
-    except InvalidArgumentError:
-        index.add(ids, vectors, [json.loads(t) for t in texts])

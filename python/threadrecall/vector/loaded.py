@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from typing import Sequence
 
-from .. import _core
+import numpy as np
 
-__all__ = ["Loaded"]
+from .. import _core
+from ..errors import InvalidArgumentError
+from .rows import Delta
+
+__all__ = ["Loaded", "add_stored"]
 
 # Metadata texts kept in memory per index, so a query needs no database read.
 METADATA_CACHE = 100_000
+# Rebuilds of at least this many vectors show a progress bar.
+PROGRESS_FROM = 20_000
 
 
 class Loaded:
@@ -39,3 +46,38 @@ class Loaded:
         self.metadata.update(zip(ids, texts))
         for stale in list(itertools.islice(self.metadata, max(0, len(self.metadata) - METADATA_CACHE))):
             del self.metadata[stale]
+
+    def apply(self, name: str, delta: Delta, shared: bool) -> None:
+        """Replay the database changes ``delta`` of index ``name``. Deletions first, then
+        rows: an id deleted and written again ends up present. Over a ``shared`` database the
+        texts written are remembered (another process may have replaced a remembered one)."""
+        if delta.removed:
+            self.index.remove(delta.removed)
+            for i in delta.removed:
+                self.metadata.pop(i, None)
+        progress = None
+        if delta.total >= PROGRESS_FROM:
+            from tqdm import tqdm
+
+            progress = tqdm(total=delta.total, desc=f"indexing {name}", unit="vec")
+        for ids, vectors, texts in delta.batches:
+            add_stored(self.index, ids, vectors, texts)
+            if shared:
+                self.remember(ids, texts)
+            if progress is not None:
+                progress.update(len(ids))
+        if progress is not None:
+            progress.close()
+        self.generation = delta.generation
+        self.origin = delta.origin
+        self.changes += delta.total + len(delta.removed)
+
+
+def add_stored(index: _core.VectorIndex, ids: list[str], vectors: np.ndarray, texts: list[str]) -> None:
+    """Add vectors with their metadata as stored in the database (JSON texts), so the graph
+    filters exactly as a rebuilt one would. Texts holding NaN or infinities, which only
+    Python's JSON reads, go through Python."""
+    try:
+        index.add(ids, vectors, metadata_json=texts)
+    except InvalidArgumentError:
+        index.add(ids, vectors, [json.loads(t) for t in texts])

@@ -1,4 +1,6 @@
+use super::load::read_header;
 use super::*;
+use crate::distance::Metric;
 use crate::filter::{Filter, Input};
 use crate::vector::graph::tests::clustered;
 

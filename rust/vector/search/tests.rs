@@ -1,0 +1,505 @@
+use super::*;
+use crate::distance::Metric;
+use crate::filter::Input;
+use crate::filter::{Fields, Record, Scalar};
+use crate::vector::graph::tests::clustered;
+use crate::vector::plan::{filtered_ef, EF_DEFAULT, EF_FILTERED};
+
+fn s(x: &str) -> Input {
+    Input::Str(x.into())
+}
+
+fn map(entries: Vec<(&str, Input)>) -> Input {
+    Input::Map(
+        entries
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
+fn filter(input: Input) -> Filter {
+    Filter::vector(&input).unwrap().unwrap()
+}
+
+/// `n` vectors; thread t0 holds every 500th, resource r{i%4}, `bucket` = i % 100 (posted),
+/// `n` = i (too many values to be posted: sorted), `name` = `x{i:05}` (strings of too many
+/// values: neither posted nor sorted).
+fn index(n: usize) -> (VectorIndex, Vec<Vec<f32>>) {
+    // seed 21 for data, graph seed 3
+    let data = clustered(21, n, 24, 40);
+    let mut idx = VectorIndex::new(24, Metric::Cosine, 12, 80, 3).unwrap();
+    let ids = (0..n).map(|i| format!("v{i}")).collect();
+    let flat: Vec<f32> = data.iter().flatten().copied().collect();
+    let metas = (0..n)
+        .map(|i| {
+            let thread = if i % 500 == 0 {
+                "t0".to_string()
+            } else {
+                format!("t{}", 1 + i % 7)
+            };
+            map(vec![
+                ("thread_id", s(&thread)),
+                ("resource_id", s(&format!("r{}", i % 4))),
+                ("bucket", Input::Int((i % 100) as i64)),
+                ("n", Input::Int(i as i64)),
+                ("name", s(&format!("x{i:05}"))),
+            ])
+        })
+        .collect();
+    idx.add(ids, &flat, metas).unwrap();
+    idx.link_pending(usize::MAX);
+    (idx, data)
+}
+
+fn ids(found: &[Near], idx: &VectorIndex) -> Vec<String> {
+    found
+        .iter()
+        .map(|n| idx.ids[n.slot as usize].to_string())
+        .collect()
+}
+
+#[test]
+fn exact_scan_over_codes_equals_measuring_every_float_vector() {
+    // seed 5 for data (scaled unevenly so the norms differ), 6 for queries
+    let data: Vec<Vec<f32>> = clustered(5, 600, 40, 12)
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.iter()
+                .map(|x| x * (0.5 + (i % 7) as f32 * 15.0))
+                .collect()
+        })
+        .collect();
+    let queries = clustered(6, 20, 40, 12);
+    for metric in [Metric::Cosine, Metric::Euclidean, Metric::DotProduct] {
+        let mut idx = VectorIndex::new(40, metric, 8, 40, 1).unwrap();
+        let ids = (0..data.len()).map(|i| format!("v{i}")).collect();
+        let flat: Vec<f32> = data.iter().flatten().copied().collect();
+        idx.add(ids, &flat, vec![Input::Map(Default::default()); data.len()])
+            .unwrap();
+        let all: Vec<u32> = (0..data.len() as u32).collect();
+        for q in &queries {
+            let mut q = q.clone();
+            metric.prepare(&mut q);
+            for k in [1, 7, 50] {
+                let mut naive: Vec<Near> = all
+                    .iter()
+                    .map(|&slot| Near {
+                        dist: metric.distance(&q, &idx.graph.vector(slot).unwrap()),
+                        slot,
+                    })
+                    .collect();
+                naive.sort_unstable();
+                naive.truncate(k);
+                assert_eq!(exact(&idx, &q, k, all.clone()), naive, "{metric:?} k={k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn small_thread_takes_the_exact_posted_path() {
+    let (idx, _) = index(6000);
+    let f = filter(map(vec![("thread_id", s("t0"))]));
+    assert_eq!(plan_for(&idx, 10, Some(&f), None).0, Plan::ExactPosted);
+    let f = filter(map(vec![(
+        "$and",
+        Input::List(vec![
+            map(vec![("resource_id", s("r0"))]),
+            map(vec![("thread_id", s("t0"))]),
+        ]),
+    )]));
+    assert_eq!(plan_for(&idx, 10, Some(&f), None).0, Plan::ExactPosted);
+}
+
+#[test]
+fn large_resource_takes_the_graph_with_ef_raised_as_selectivity_falls() {
+    let (idx, _) = index(20000);
+    let f = filter(map(vec![("resource_id", s("r1"))]));
+    assert_eq!(
+        plan_for(&idx, 10, Some(&f), None).0,
+        Plan::Graph { ef: EF_FILTERED }
+    );
+    let both = filter(map(vec![(
+        "resource_id",
+        map(vec![("$in", Input::List(vec![s("r1"), s("r2")]))]),
+    )]));
+    assert_eq!(
+        plan_for(&idx, 10, Some(&both), Some(30)).0,
+        Plan::Graph { ef: 30 }
+    );
+    assert_eq!(filtered_ef(None, 10, 500, 20000), 2 * EF_FILTERED); // 2.5 %: twice the breadth
+    assert_eq!(filtered_ef(None, 50, 500, 20000), 100);
+    assert_eq!(
+        plan_for(&idx, 10, None, None).0,
+        Plan::Graph { ef: EF_DEFAULT }
+    );
+}
+
+#[test]
+fn a_rare_range_on_a_key_of_many_values_is_scanned_from_its_sorted_numbers() {
+    let (idx, _) = index(6000);
+    assert!(!idx.postings.is_posted("n"));
+    let f = filter(map(vec![("n", map(vec![("$lt", Input::Int(120))]))]));
+    let (chosen, c) = plan_for(&idx, 10, Some(&f), None);
+    assert_eq!(chosen, Plan::ExactPosted);
+    assert_eq!(c.unwrap().slots.len(), 120);
+    let common = filter(map(vec![("n", map(vec![("$lt", Input::Int(5400))]))]));
+    assert!(matches!(
+        plan_for(&idx, 10, Some(&common), None).0,
+        Plan::Graph { .. }
+    ));
+    // Everything but one value: counted as the complement of one list.
+    let most = filter(map(vec![("n", map(vec![("$ne", Input::Int(7))]))]));
+    let (chosen, c) = plan_for(&idx, 10, Some(&most), None);
+    assert!(matches!(chosen, Plan::Graph { .. }));
+    let c = c.unwrap();
+    assert!(c.exact && c.complement && c.count(idx.len()) == 5999);
+}
+
+#[test]
+fn a_rare_unbounded_filter_takes_the_exact_scan() {
+    let (idx, _) = index(6000);
+    let f = filter(map(vec![("name", map(vec![("$lt", s("x00120"))]))]));
+    assert!(idx.postings.candidates(&f).is_none());
+    assert_eq!(plan_for(&idx, 10, Some(&f), None).0, Plan::ExactAll);
+}
+
+#[test]
+fn a_rare_value_of_any_low_cardinality_key_is_scanned_from_its_lists() {
+    let (idx, _) = index(20000);
+    assert!(idx.postings.is_posted("bucket"));
+    let f = filter(map(vec![("bucket", Input::Int(7))]));
+    let (chosen, candidates) = plan_for(&idx, 10, Some(&f), None);
+    assert_eq!(chosen, Plan::ExactPosted);
+    let c = candidates.unwrap();
+    assert!(c.exact);
+    assert_eq!(c.slots.len(), 200);
+    let range = filter(map(vec![(
+        "bucket",
+        map(vec![("$gte", Input::Float(97.5))]),
+    )]));
+    let c = plan_for(&idx, 10, Some(&range), None).1.unwrap();
+    assert_eq!(c.slots.len(), 400);
+    let mixed = filter(map(vec![
+        ("bucket", map(vec![("$lt", Input::Int(3))])),
+        ("n", map(vec![("$lt", Input::Int(10000))])),
+    ]));
+    let (chosen, c) = plan_for(&idx, 10, Some(&mixed), None);
+    assert_eq!(chosen, Plan::ExactPosted);
+    assert!(c.unwrap().exact); // the sorted numbers of `n` bound it too
+    let unsorted = filter(map(vec![
+        ("bucket", map(vec![("$lt", Input::Int(3))])),
+        ("name", map(vec![("$lt", s("x10000"))])),
+    ]));
+    let (chosen, c) = plan_for(&idx, 10, Some(&unsorted), None);
+    assert_eq!(chosen, Plan::ExactPosted);
+    assert!(!c.unwrap().exact);
+}
+
+#[test]
+fn small_index_is_scanned() {
+    let (idx, _) = index(1000);
+    assert_eq!(plan_for(&idx, 10, None, None).0, Plan::ExactAll);
+}
+
+#[test]
+fn graph_falls_back_to_exact_when_it_finds_fewer_than_k() {
+    // Half the vectors pass, far too many for the exact scan, so the graph is chosen; but
+    // k asks for more than pass, the graph comes back short, and the exact scan answers.
+    let (idx, data) = index(12000);
+    let f = filter(map(vec![("name", map(vec![("$lt", s("x06000"))]))]));
+    assert!(matches!(
+        plan_for(&idx, 7000, Some(&f), None).0,
+        Plan::Graph { .. }
+    ));
+    let mut q = data[0].clone();
+    Metric::Cosine.prepare(&mut q);
+    let (found, fell_back) = search_traced(&idx, &q, 7000, Some(&f), None);
+    assert!(fell_back);
+    let truth = exact(&idx, &q, 7000, allowed_slots(&idx, Some(&f)));
+    assert_eq!(found.len(), 6000);
+    assert_eq!(ids(&found, &idx), ids(&truth, &idx));
+}
+
+#[test]
+fn filtered_graph_search_collects_only_allowed_vectors_and_keeps_recall() {
+    // seed 21 (see `index`); a quarter of the vectors pass, so the graph answers. On these
+    // tight clusters a filtered walk trails an unfiltered one at the same breadth (about
+    // 0.94 against 0.99 at ef 32), hence the lower bar than the unfiltered test's 0.95.
+    let (idx, data) = index(20000);
+    let f = filter(map(vec![("resource_id", s("r1"))]));
+    assert!(matches!(
+        plan_for(&idx, 10, Some(&f), None).0,
+        Plan::Graph { .. }
+    ));
+
+    let mut hits = 0;
+    for q in data.iter().step_by(97).take(100) {
+        let mut q = q.clone();
+        Metric::Cosine.prepare(&mut q);
+        let got = search(&idx, &q, 10, Some(&f), None);
+        assert!(got
+            .iter()
+            .all(|n| idx.records.get(n.slot).field("resource_id") == Some(Scalar::Str("r1"))));
+        let want = ids(&exact(&idx, &q, 10, allowed_slots(&idx, Some(&f))), &idx);
+        let got = ids(&got, &idx);
+        hits += want.iter().filter(|w| got.contains(w)).count();
+    }
+    assert!(hits >= 900, "recall {}", hits as f64 / 1000.0);
+}
+
+#[test]
+fn filtered_results_equal_the_exact_filtered_top_k() {
+    let (idx, data) = index(6000);
+    let filters = [
+        map(vec![("thread_id", s("t0"))]),
+        map(vec![(
+            "thread_id",
+            map(vec![("$in", Input::List(vec![s("t0"), s("t3")]))]),
+        )]),
+        map(vec![
+            ("resource_id", s("r2")),
+            ("bucket", map(vec![("$gte", Input::Int(97))])),
+        ]),
+        map(vec![("bucket", Input::Int(7))]),
+        map(vec![("thread_id", s("nobody"))]),
+    ];
+    for input in filters {
+        let f = filter(input);
+        for q in data.iter().step_by(301).take(10) {
+            let mut q = q.clone();
+            Metric::Cosine.prepare(&mut q);
+            let got = search(&idx, &q, 10, Some(&f), None);
+            let want = exact(&idx, &q, 10, allowed_slots(&idx, Some(&f)));
+            assert_eq!(ids(&got, &idx), ids(&want, &idx));
+        }
+    }
+}
+
+// ---- property test: slot lists and both search paths against evaluating every record ----
+
+use proptest::prelude::*;
+
+fn arb_leaf() -> impl Strategy<Value = Input> {
+    let value = prop_oneof![
+        (0i64..12).prop_map(Input::Int),
+        (0i64..12).prop_map(|x| Input::Float(x as f64 * 0.5)),
+        (0u8..6).prop_map(|x| Input::Str(format!("s{x}"))),
+        any::<bool>().prop_map(Input::Bool),
+    ];
+    let key = prop_oneof![Just("i"), Just("f"), Just("s"), Just("b")];
+    leaf(key, value, |a| matches!(a, Input::Bool(_)), 3)
+}
+
+/// `{key: {op: operand}}` for every comparison operator: `$in`/`$nin` take both values,
+/// a range whose value `unordered` rejects compares with `fallback` instead.
+fn leaf(
+    key: impl Strategy<Value = &'static str>,
+    value: impl Strategy<Value = Input> + Clone,
+    unordered: fn(&Input) -> bool,
+    fallback: i64,
+) -> impl Strategy<Value = Input> {
+    let op = prop_oneof![
+        Just("$eq"),
+        Just("$ne"),
+        Just("$gt"),
+        Just("$gte"),
+        Just("$lt"),
+        Just("$lte"),
+        Just("$in"),
+        Just("$nin"),
+    ];
+    (key, op, value.clone(), value).prop_map(move |(key, op, a, b)| {
+        let operand = match op {
+            "$in" | "$nin" => Input::List(vec![a, b]),
+            "$gt" | "$gte" | "$lt" | "$lte" if unordered(&a) => Input::Int(fallback),
+            _ => a,
+        };
+        map(vec![(key, map(vec![(op, operand)]))])
+    })
+}
+
+fn arb_filter() -> impl Strategy<Value = Input> {
+    arb_leaf().prop_recursive(3, 12, 3, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 1..4)
+                .prop_map(|fs| map(vec![("$and", Input::List(fs))])),
+            prop::collection::vec(inner.clone(), 1..4)
+                .prop_map(|fs| map(vec![("$or", Input::List(fs))])),
+            inner.prop_map(|f| map(vec![("$not", f)])),
+        ]
+    })
+}
+
+/// Record `i`'s metadata in round `round`: int, float, string and bool keys, some missing.
+fn meta(i: usize, round: usize) -> Input {
+    let x = i * 7 + round * 3;
+    let mut entries = vec![("i", Input::Int((x % 12) as i64))];
+    if !x.is_multiple_of(5) {
+        entries.push(("f", Input::Float((x % 9) as f64 * 0.5)));
+    }
+    if x % 4 != 1 {
+        entries.push(("s", s(&format!("s{}", x % 6))));
+    }
+    entries.push(("b", Input::Bool(x.is_multiple_of(3))));
+    map(entries)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #[test]
+    fn filtered_search_equals_evaluating_every_record(filters in prop::collection::vec(arb_filter(), 4)) {
+        // seed 31 for data; 400 vectors, then 100 rewritten with new metadata and 60 removed
+        let n = 400;
+        let data = clustered(31, n, 8, 6);
+        let mut idx = VectorIndex::new(8, Metric::Cosine, 8, 40, 2).unwrap();
+        let flat: Vec<f32> = data.iter().flatten().copied().collect();
+        let names: Vec<String> = (0..n).map(|i| format!("v{i}")).collect();
+        idx.add(names.clone(), &flat, (0..n).map(|i| meta(i, 0)).collect()).unwrap();
+        idx.link_pending(usize::MAX);
+        let rewritten: Vec<usize> = (0..n).step_by(4).collect();
+        idx.add(
+            rewritten.iter().map(|&i| names[i].clone()).collect(),
+            &rewritten.iter().flat_map(|&i| data[i].clone()).collect::<Vec<f32>>(),
+            rewritten.iter().map(|&i| meta(i, 1)).collect(),
+        ).unwrap();
+        let removed: Vec<String> = (0..n).step_by(7).map(|i| names[i].clone()).collect();
+        idx.remove(&removed);
+        let current = |i: usize| {
+            Record::from_input(meta(i, if i.is_multiple_of(4) { 1 } else { 0 }))
+        };
+        for input in filters {
+            let f = filter(input);
+            let mut want: Vec<String> = (0..n)
+                .filter(|&i| i % 7 != 0 && f.matches(&current(i)))
+                .map(|i| names[i].clone())
+                .collect();
+            want.sort();
+            let mut got = idx.ids_where(&f);
+            got.sort();
+            prop_assert_eq!(&got, &want, "{:?}", f);
+            let mut q = data[5].clone();
+            Metric::Cosine.prepare(&mut q);
+            let truth = exact(&idx, &q, 10, allowed_slots(&idx, Some(&f)));
+            prop_assert_eq!(ids(&search(&idx, &q, 10, Some(&f), None), &idx), ids(&truth, &idx));
+            let (_, candidates) = plan_for(&idx, 10, Some(&f), None);
+            let walked = graph_search(&idx, &q, 10, 64, Some(&f), candidates.as_ref());
+            prop_assert!(walked.len() <= truth.len());
+            for id in ids(&walked, &idx) {
+                prop_assert!(want.contains(&id), "{} does not pass {:?}", id, f);
+            }
+        }
+    }
+}
+
+// ---- the same against keys of too many values to post (their numbers sorted) ----
+
+/// Record `i` of the wide index: `t` mixes ints, floats, strings, nulls and gaps; `u` holds
+/// only numbers (or nothing); `i` is posted.
+fn wide_meta(i: usize, round: usize) -> Input {
+    let x = i + round * 5000;
+    let mut entries = vec![("i", Input::Int((x % 12) as i64))];
+    match x % 10 {
+        0 => {}
+        1 => entries.push(("t", Input::Null)),
+        2 => entries.push(("t", s(&format!("s{}", x % 5)))),
+        3 => entries.push(("t", Input::Float(x as f64 + 0.5))),
+        _ => entries.push(("t", Input::Int(x as i64))),
+    }
+    if !x.is_multiple_of(13) {
+        let u = (x * 37 % 2000) as i64;
+        entries.push((
+            "u",
+            if x.is_multiple_of(7) {
+                Input::Float(u as f64 / 4.0)
+            } else {
+                Input::Int(u)
+            },
+        ));
+    }
+    map(entries)
+}
+
+const WIDE: usize = 1600;
+
+/// Built once: 1,600 vectors, 400 rewritten with new metadata, every 9th removed.
+fn wide_index() -> &'static (VectorIndex, Vec<String>) {
+    static INDEX: std::sync::OnceLock<(VectorIndex, Vec<String>)> = std::sync::OnceLock::new();
+    INDEX.get_or_init(|| {
+        // seed 41 for data
+        let data = clustered(41, WIDE, 8, 6);
+        let mut idx = VectorIndex::new(8, Metric::Cosine, 8, 40, 2).unwrap();
+        let flat: Vec<f32> = data.iter().flatten().copied().collect();
+        let names: Vec<String> = (0..WIDE).map(|i| format!("v{i}")).collect();
+        idx.add(
+            names.clone(),
+            &flat,
+            (0..WIDE).map(|i| wide_meta(i, 0)).collect(),
+        )
+        .unwrap();
+        idx.link_pending(usize::MAX);
+        let rewritten: Vec<usize> = (0..WIDE).step_by(4).collect();
+        idx.add(
+            rewritten.iter().map(|&i| names[i].clone()).collect(),
+            &rewritten
+                .iter()
+                .flat_map(|&i| data[i].clone())
+                .collect::<Vec<f32>>(),
+            rewritten.iter().map(|&i| wide_meta(i, 1)).collect(),
+        )
+        .unwrap();
+        let removed: Vec<String> = (0..WIDE).step_by(9).map(|i| names[i].clone()).collect();
+        idx.remove(&removed);
+        (idx, names)
+    })
+}
+
+fn arb_wide_leaf() -> impl Strategy<Value = Input> {
+    let value = prop_oneof![
+        (0i64..WIDE as i64 + 5200).prop_map(Input::Int),
+        (0i64..2100).prop_map(|x| Input::Float(x as f64 * 0.25 + 0.5)),
+        (0u8..6).prop_map(|x| Input::Str(format!("s{x}"))),
+        Just(Input::Null),
+    ];
+    let key = prop_oneof![Just("t"), Just("u"), Just("i")];
+    leaf(key, value, |a| matches!(a, Input::Null), 700)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    #[test]
+    fn sorted_numbers_answer_filters_as_evaluating_every_record(
+        input in arb_wide_leaf().prop_recursive(3, 10, 3, |inner| prop_oneof![
+            prop::collection::vec(inner.clone(), 1..4)
+                .prop_map(|fs| map(vec![("$and", Input::List(fs))])),
+            prop::collection::vec(inner.clone(), 1..4)
+                .prop_map(|fs| map(vec![("$or", Input::List(fs))])),
+            inner.prop_map(|f| map(vec![("$not", f)])),
+        ])
+    ) {
+        let (idx, names) = wide_index();
+        prop_assert!(!idx.postings.is_posted("t") && !idx.postings.is_posted("u"));
+        let f = filter(input);
+        let current = |i: usize| Record::from_input(wide_meta(i, usize::from(i.is_multiple_of(4))));
+        let mut want: Vec<String> = (0..WIDE)
+            .filter(|&i| i % 9 != 0 && f.matches(&current(i)))
+            .map(|i| names[i].clone())
+            .collect();
+        want.sort();
+        let mut got = idx.ids_where(&f);
+        got.sort();
+        prop_assert_eq!(&got, &want, "{:?}", f);
+        // seed 41 data; the query is vector 5
+        let mut q = clustered(41, 6, 8, 6)[5].clone();
+        Metric::Cosine.prepare(&mut q);
+        let truth = exact(idx, &q, 10, allowed_slots(idx, Some(&f)));
+        prop_assert_eq!(ids(&search(idx, &q, 10, Some(&f), None), idx), ids(&truth, idx));
+        let (_, candidates) = plan_for(idx, 10, Some(&f), None);
+        let walked = graph_search(idx, &q, 10, 64, Some(&f), candidates.as_ref());
+        for id in ids(&walked, idx) {
+            prop_assert!(want.contains(&id), "{} does not pass {:?}", id, f);
+        }
+    }
+}
