@@ -524,7 +524,7 @@ class HnswVectorStore(AsyncTwins):
             if (loaded is None or loaded.origin != freshness.origin
                     or loaded.generation != freshness.since):
                 return False
-            self._apply(name, loaded, delta)
+            loaded.apply(name, delta, self.rows.shared)
         self._link_backlog(loaded)
         self._wake_linker()
         return True
