@@ -20,7 +20,7 @@ from .errors import (
     ThreadNotFoundError,
 )
 from .extractors import Extractor
-from .hybrid import ranked_scores, ranked_scores_deferred
+from .hybrid import read_ranked
 from .incoming import (
     apply_update,
     check_id,
@@ -619,23 +619,14 @@ class Memory:
         check = functools.partial(_owner_is, thread_id, resource_id, resource_scope) if resource_id else None
         if not search:
             return read_history(self.storage, query, includes, check)
-        # The index searched as held, its freshness checked in the read of the hits: one round
-        # trip. When the index missed a committed write, that read brought the changes: they
-        # are applied and the index searched again; the hits are read again (a second trip)
-        # only when they changed, as what was read of the same hits is as of that read.
-        scores, freshness = self._semantic_scores(vector_search_string, semantic, thread_id,
-                                                  resource_id, deferred=True)
         before, after = semantic.range()
-        hits = [Include(i, before, after) for i in scores]
-        result = read_history(self.storage, query, includes + hits, check, freshness)
-        if freshness is not None and not freshness.held:
-            caught_up = self.index.catch_up(freshness)
-            found, _ = self._semantic_scores(vector_search_string, semantic, thread_id, resource_id,
-                                             deferred=caught_up)
-            if found.keys() != scores.keys():
-                hits = [Include(i, before, after) for i in found]
-                result = read_history(self.storage, query, includes + hits, check)
-            scores = found
+        scope = {"resource_id": resource_id} if semantic.scope == "resource" else {"thread_id": thread_id}
+
+        def read(found: dict[str, float], freshness: Any) -> RecallResult:
+            hits = [Include(i, before, after) for i in found]
+            return read_history(self.storage, query, includes + hits, check, freshness)
+
+        scores, result = read_ranked(semantic, self.storage, self.index, vector_search_string, scope, read)
         if not scores:
             return result
         shown = {m.id for m in result.messages}
@@ -785,15 +776,6 @@ class Memory:
     def _stored(self, ids: Iterable[str]) -> list[Message]:
         """The stored versions of the messages with these ids (unknown ids skipped)."""
         return self.storage.get_messages(ids)
-
-    def _semantic_scores(self, query: str, semantic: Any, thread_id: str, resource_id: str | None,
-                         deferred: bool = False) -> tuple[dict[str, float], Any]:
-        """The best matches for ``query`` (by ``semantic.mode``) with their scores, best first,
-        and, when ``deferred``, the freshness check the search left to the next read."""
-        scope = {"resource_id": resource_id} if semantic.scope == "resource" else {"thread_id": thread_id}
-        if deferred:
-            return ranked_scores_deferred(semantic, self.storage, self.index, query, scope)
-        return ranked_scores(semantic, self.storage, self.index, query, scope), None
 
     def _ensure_threads(self, messages: Sequence[Message]) -> dict[str, Thread]:
         """The thread of every message, created when missing and the message names a resource."""

@@ -9,13 +9,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..config import SemanticRecallConfig
-from ..hybrid import ranked_scores, ranked_scores_deferred
+from ..hybrid import read_ranked
 from ..incoming import incoming_message
 from ..memory import async_twin
 from ..recall import owned_window
 from ..semantic import MessageIndex
 from ..storage.base import Storage
-from ..storage.rows import message_of
+from ..storage.rows import MessageRow, message_of
 from ..types import Message, MessageContent
 
 __all__ = ["SemanticRecall", "format_other_threads"]
@@ -136,26 +136,14 @@ class SemanticRecall:
         use_resource = config.scope == "resource" and resource_id
         scope = {"resource_id": resource_id} if use_resource else {"thread_id": thread_id}
         before, after = config.range()
-        # The HNSW cache over PostgreSQL is searched as held, its freshness checked in the
-        # read of the hits (one round trip); when it missed a write, the changes that read
-        # brought are applied and the index searched again.
-        scores, freshness = ranked_scores_deferred(config, self.storage, self.index, query, scope)
-        if freshness is not None:
+
+        def read(scores: dict[str, float], freshness: Any) -> list[MessageRow]:
             wanted = [(i, before, after) for i in scores]
-            _, rows = owned_window(self.storage, thread_id, wanted, resource_id or None, freshness)
-            if not freshness.held:  # the hits read again only when the caught-up index changed them
-                storage, index = self.storage, self.index
-                if index.catch_up(freshness):
-                    found, _ = ranked_scores_deferred(config, storage, index, query, scope)
-                else:
-                    found = ranked_scores(config, storage, index, query, scope)
-                if found.keys() != scores.keys():
-                    scores, rows = found, None
-            if rows is not None:
-                return [message_of(r) for r in rows]
-        if not scores:
-            return []
-        rows = self.storage.window([(i, before, after) for i in scores], resource_id or None)
+            if freshness is not None:  # checked in the read of the hits (see read_ranked)
+                return owned_window(self.storage, thread_id, wanted, resource_id or None, freshness)[1]
+            return self.storage.window(wanted, resource_id or None) if wanted else []
+
+        _, rows = read_ranked(config, self.storage, self.index, query, scope, read)
         return [message_of(r) for r in rows]
 
     aprocess_input = async_twin(process_input)
