@@ -57,18 +57,25 @@ fn parallel_batches_build_a_graph_as_good_as_one_at_a_time() {
     let mut one_at_a_time = queued_graph(Metric::Cosine, &data, 16);
     one_at_a_time.link_pending(usize::MAX);
     let baseline = recall_at_10(&one_at_a_time, &queries);
+    assert!(baseline >= 0.95, "one at a time: recall {baseline}");
     for threads in [1, 2, 4] {
-        let mut g = queued_graph(Metric::Cosine, &data, 16);
-        link_in_parallel(&mut g, threads, 1000);
-        assert_eq!(g.pending().count(), 0);
-        assert!(g.validate().is_ok());
-        assert_eq!(reachable(&g), 4000, "{threads} threads");
-        // Threads interleave differently on every run, so the graph differs a little
-        // from run to run: compare with the sequential build, with a small margin.
-        let recall = recall_at_10(&g, &queries);
+        // Threads interleave differently on every run, so the graph differs a little from
+        // run to run: every build must be sound, and the median of three builds must reach
+        // the (deterministic) sequential build's recall, with a small margin.
+        let mut recalls: Vec<f64> = (0..3)
+            .map(|_| {
+                let mut g = queued_graph(Metric::Cosine, &data, 16);
+                link_in_parallel(&mut g, threads, 1000);
+                assert_eq!(g.pending().count(), 0);
+                assert!(g.validate().is_ok());
+                assert_eq!(reachable(&g), 4000, "{threads} threads");
+                recall_at_10(&g, &queries)
+            })
+            .collect();
+        recalls.sort_by(f64::total_cmp);
         assert!(
-            recall >= 0.95 && recall >= baseline - 0.01,
-            "{threads} threads: recall {recall}, one at a time {baseline}"
+            recalls[1] >= baseline - 0.01,
+            "{threads} threads: recalls {recalls:?}, one at a time {baseline}"
         );
     }
 }
