@@ -31,7 +31,7 @@ from .storage.base import Storage
 R = TypeVar("R")
 
 __all__ = ["CANDIDATES", "LEXICAL_WEIGHT", "NEIGHBOUR_WEIGHT", "RRF_K", "SIDE_NEIGHBOUR_WEIGHT",
-           "lexical_scores", "ranked_ids", "ranked_scores", "ranked_scores_deferred", "read_ranked"]
+           "lexical_scores", "ranked_ids", "ranked_scores", "read_ranked"]
 
 # A small k keeps the fused order close to each ranking's head, where the evidence usually is.
 RRF_K = 5
@@ -87,7 +87,7 @@ def ranked_scores(semantic: Any, storage: Storage, index: MessageIndex | None, q
     return dict(list(smoothed.items())[:semantic.top_k])
 
 
-def ranked_scores_deferred(semantic: Any, storage: Storage, index: MessageIndex | None, query: str,
+def _ranked_scores_deferred(semantic: Any, storage: Storage, index: MessageIndex | None, query: str,
                            scope: Mapping[str, str]) -> tuple[dict[str, float], Any]:
     """``ranked_scores`` and the freshness check its vector search left to the caller's next
     statement (``MessageIndex.search_deferred``), or ``None`` when nothing was left: only the
@@ -104,17 +104,17 @@ def ranked_scores_deferred(semantic: Any, storage: Storage, index: MessageIndex 
 def read_ranked(semantic: Any, storage: Storage, index: MessageIndex | None, query: str,
                 scope: Mapping[str, str], read: Callable[[dict[str, float], Any], R]) -> tuple[dict[str, float], R]:
     """``ranked_scores`` and ``read(scores, freshness)`` of them. An index that can leave its
-    freshness check to the caller's next statement does (``ranked_scores_deferred``), and
+    freshness check to the caller's next statement does (``_ranked_scores_deferred``), and
     ``read`` runs it: one round trip when nothing changed. When the check does not hold, the
     changes it brought are applied and the index searched again; the hits are read again
     (``read(scores, None)``) only when they changed, as what was read of the same hits is as
     of that read."""
-    scores, freshness = ranked_scores_deferred(semantic, storage, index, query, scope)
+    scores, freshness = _ranked_scores_deferred(semantic, storage, index, query, scope)
     result = read(scores, freshness)
     if freshness is not None and not freshness.held:
         assert index is not None
         if index.catch_up(freshness):
-            found, _ = ranked_scores_deferred(semantic, storage, index, query, scope)
+            found, _ = _ranked_scores_deferred(semantic, storage, index, query, scope)
         else:
             found = ranked_scores(semantic, storage, index, query, scope)
         if found.keys() != scores.keys():

@@ -113,32 +113,26 @@ PRUNE = """
 """
 # The cheap check before a search: which creation of the index, its generation, its horizon.
 HEAD = "SELECT origin, generation, pruned FROM {s}.hnsw_indexes WHERE name = %(name)s"
-# The generation and, in the same snapshot, every id changed since ``since`` with its row now.
-CHANGES = """
-    SELECT x.origin, x.generation, x.pruned, c.id, r.vector, r.metadata
+# The index's catalogue row joined with every id changed since a generation and its row now
+# (``:since`` and ``:name`` name the parameters).
+_CHANGED = """
     FROM {s}.hnsw_indexes x
     LEFT JOIN LATERAL (
         SELECT DISTINCT ch.id FROM {s}.hnsw_changes ch
-        WHERE ch.index_name = x.name AND ch.generation > %(since)s AND ch.generation <= x.generation
+        WHERE ch.index_name = x.name AND ch.generation > %(:since)s AND ch.generation <= x.generation
     ) c ON TRUE
     LEFT JOIN {s}.hnsw_rows r ON r.index_name = x.name AND r.id = c.id
-    WHERE x.name = %(name)s
+    WHERE x.name = %(:name)s
 """
+# The generation and, in the same snapshot, every id changed since ``since`` with its row now.
+CHANGES = ("SELECT x.origin, x.generation, x.pruned, c.id, r.vector, r.metadata"
+           + _CHANGED.replace(":since", "since").replace(":name", "name"))
 # CHANGES shaped as rows of a message read, to run inside another statement: the id column
 # NULL (no message), then the changed id (NULL: no change), origin, generation, horizon, and
 # the row now as "<base64 vector> <metadata>" (NULL: deleted).
-FRESHNESS = """
-    SELECT NULL::text, c.id, x.origin, x.generation, x.pruned,
-           encode(r.vector, 'base64') || ' ' || r.metadata
-    FROM {s}.hnsw_indexes x
-    LEFT JOIN LATERAL (
-        SELECT DISTINCT ch.id FROM {s}.hnsw_changes ch
-        WHERE ch.index_name = x.name AND ch.generation > %(freshness_since)s
-          AND ch.generation <= x.generation
-    ) c ON TRUE
-    LEFT JOIN {s}.hnsw_rows r ON r.index_name = x.name AND r.id = c.id
-    WHERE x.name = %(freshness_index)s
-"""
+FRESHNESS = ("SELECT NULL::text, c.id, x.origin, x.generation, x.pruned,"
+             " encode(r.vector, 'base64') || ' ' || r.metadata"
+             + _CHANGED.replace(":since", "freshness_since").replace(":name", "freshness_index"))
 SNAPSHOT_HEAD = ("SELECT origin, generation, (SELECT count(*) FROM {s}.hnsw_rows WHERE index_name = %(name)s) "
                  "FROM {s}.hnsw_indexes WHERE name = %(name)s")
 SNAPSHOT_ROWS = "SELECT id, vector, metadata FROM {s}.hnsw_rows WHERE index_name = %(name)s"
