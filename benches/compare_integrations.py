@@ -11,7 +11,8 @@ waiting for the disk or for a core taken by another job does not count, so on a 
 it tells the work a backend does apart from the load it meets. The same run measures the durable-write floor on the same disk: one
 ``save_messages`` of one message, a bare DuckDB insert in its own transaction, the same insert
 into an in-memory database (the statement without the disk), and one ``fdatasync`` of a small
-append, so ``commits x floor`` can be set beside each default's turn.
+append, so ``commits x floor`` can be set beside each default's turn; and the same row through
+DuckDB's appender in auto-commit (the form the storage's own inserts of rows take).
 threadrecall is on a DuckDB file in a temporary directory throughout.
 """
 
@@ -221,12 +222,21 @@ def floor(bench: Bench) -> dict[str, Turn]:
         mem.execute("INSERT INTO t VALUES (?, ?)", [next(ids), "x" * 200])
         mem.execute("COMMIT")
 
+    appender = con.cursor()
+    appender.execute("CREATE TABLE a (id BIGINT PRIMARY KEY, v TEXT)")
+    rows = appender.appender("a")
+
+    def appended() -> None:
+        rows.append_row(next(ids), "x" * 200)
+        rows.flush()
+
     def sync() -> None:
         os.write(fd, b"x" * 200)
         os.fdatasync(fd)
 
     return {"fdatasync of a 200-byte append": sync, "DuckDB insert, own transaction": raw,
             "the same insert, in-memory database": in_memory,
+            "the same row through an appender, auto-commit": appended,
             "save_messages of one message": lambda: memory.save_messages(
                 [{"thread_id": "floor", "role": "user", "content": f"m{next(ids)}"}])}
 

@@ -78,6 +78,35 @@ def test_rows_deferred_one_after_another_run_as_one_insert(db):
     assert values(db) == [1, 3, 4]
 
 
+def test_appended_rows_land_exactly_and_a_failing_batch_lands_nothing(tmp_path):
+    """Rows of plain values go in through the table's appender: alone in an auto-commit, or
+    inside a transaction that also reads them; a batch with a duplicate lands nothing."""
+    from datetime import datetime, timedelta, timezone
+
+    db = Database(tmp_path / "a.duckdb")
+    with db.transaction() as tx:
+        tx.execute("CREATE TABLE r (id TEXT PRIMARY KEY, stamp TIMESTAMPTZ, body JSON, n BIGINT)")
+    at = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=timezone(timedelta(hours=2)))
+    db.defer_rows("r", "(?, ?, ?, ?)", ["a", at, '{"k": [1, 2]}', 2**40])  # alone: auto-commit
+    assert db._appenders  # it went through the appender, not an INSERT statement
+    with db.transaction() as tx:
+        db.defer_rows("r", "(?, ?, ?, ?)", ["b", None, "{}", None, "c", at, "[]", -1])
+        assert tx.execute("SELECT count(*) FROM r").fetchall() == [(3,)]  # its own rows, before commit
+    with pytest.raises(duckdb.ConstraintException):
+        db.defer_rows("r", "(?, ?, ?, ?)", ["d", at, "{}", 1, "a", at, "{}", 1])  # "a" exists
+    with pytest.raises(duckdb.ConstraintException), db.transaction():
+        db.defer_rows("r", "(?, ?, ?, ?)", ["e", at, "{}", 1])
+        db.defer("INSERT INTO r VALUES ('b', NULL, '{}', NULL)")  # fails: the appended row goes too
+    db.defer_rows("r", "(?, ?, ?, ?)", ["f", at, "{}", 0])  # the appender works on after failures
+    db.close()
+    reopened = Database(tmp_path / "a.duckdb")
+    rows = reopened.cursor().execute("SELECT id, stamp, body, n FROM r ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == ["a", "b", "c", "f"]
+    assert rows[0][1] == at and rows[0][2] == '{"k": [1, 2]}' and rows[0][3] == 2**40
+    assert rows[1][1:] == (None, "{}", None)
+    reopened.close()
+
+
 def test_saves_of_one_transaction_share_one_insert(tmp_path):
     memory = Memory(storage=DuckDBStorage(tmp_path / "m.duckdb"))
     memory.create_thread("r", thread_id="a")

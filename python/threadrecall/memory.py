@@ -37,11 +37,12 @@ from .recall import (
     check_thread_id,
     parse_includes,
     read_history,
+    thread_rows,
 )
 from .semantic import MessageIndex
 from .storage.base import Storage
 from .storage.duckdb import DuckDBStorage
-from .storage.rows import new_id
+from .storage.rows import MessageRow, new_id
 from .storage.thread_owners import ensure_threads
 from .summarize import (
     SummarizeResult,
@@ -773,6 +774,21 @@ class Memory:
             return
         self.index.retag(self.storage.thread_messages(thread.id), {thread.id: thread})
 
+    def _thread_rows(self, thread_id: str, resource_id: str | None = None,
+                     metadata: Mapping[str, Any] | None = None) -> list[MessageRow]:
+        """The rows ``recall(thread_id, resource_id=..., per_page=False, filter={"metadata":
+        metadata})`` decodes, with the same checks and errors; for the framework adapters,
+        which decode only the rows that changed since their previous read."""
+        self._gate.wait_for_writes()
+        check_thread_id(thread_id)
+        if resource_id is not None:
+            if not isinstance(resource_id, str):
+                raise InvalidArgumentError(f"resource_id must be a string, got {type(resource_id).__name__}")
+            check_text(resource_id, "resource_id")
+        _, metadata = _split_filter({"metadata": metadata} if metadata else None)
+        check = functools.partial(_owner_is, thread_id, resource_id, False) if resource_id else None
+        return thread_rows(self.storage, thread_id, check, resource_id=resource_id, metadata=metadata)
+
     def _stored(self, ids: Iterable[str]) -> list[Message]:
         """The stored versions of the messages with these ids (unknown ids skipped)."""
         return self.storage.get_messages(ids)
@@ -791,6 +807,7 @@ class Memory:
     adelete_messages = async_twin(delete_messages)
     aget_messages = async_twin(get_messages)
     arecall = async_twin(recall)
+    _athread_rows = async_twin(_thread_rows)
     aget_working_memory = async_twin(get_working_memory)
     aupdate_working_memory = async_twin(update_working_memory)
     amerge_working_memory = async_twin(merge_working_memory)

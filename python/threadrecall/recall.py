@@ -22,7 +22,7 @@ from .storage.rows import MessageRow, messages_of, to_micros
 from .types import Message, RecallResult, check_text, parse_time
 
 __all__ = ["Include", "HistoryQuery", "read_history", "check_thread_id", "owned_page", "owned_window",
-           "parse_includes"]
+           "parse_includes", "thread_rows"]
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,26 @@ def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include],
                 extra = [r for r in extra if r[0] in passing]
             has_more = len(rows) + len(extra) < total
     return _result(window, rows, total, q.page, q.per_page, has_more)
+
+
+def thread_rows(storage: Storage, thread_id: str, check_owner: Callable[[str | None], None] | None = None,
+                *, resource_id: str | None = None,
+                metadata: Mapping[str, Any] | None = None) -> list[MessageRow]:
+    """Every row of a thread (passing ``metadata``), oldest first, undecoded: what a recall
+    with ``per_page=False`` decodes, for a caller that keeps objects built from earlier reads
+    and decodes only the rows that changed since.
+
+    >>> from threadrecall import Memory
+    >>> from threadrecall.storage import DuckDBStorage
+    >>> storage = DuckDBStorage()
+    >>> _ = Memory(storage=storage).save_messages([{"id": f"m{i}", "thread_id": "t1", "resource_id": "u",
+    ...     "role": "user", "content": f"message {i}"} for i in range(3)])
+    >>> [r[0] for r in thread_rows(storage, "t1")]
+    ['m0', 'm1', 'm2']
+    """
+    rows, _ = owned_page(storage, thread_id, check_owner, resource_id=resource_id or None,
+                         metadata=metadata or None, descending=False)
+    return sorted(rows, key=_ORDER)
 
 
 def owned_page(storage: Storage, thread_id: str, check_owner: Callable[[str | None], None] | None,

@@ -2,10 +2,11 @@
 
 A framework's message class (LangChain's, LlamaIndex's) costs tens of microseconds to build,
 and a chat history is read whole on every turn. ``Conversions`` keeps the objects of the last
-read by message id, and gives back the same object for a stored message equal to the one it
-was built from (a comparison costs a fraction of a build), so a turn builds only the messages
-it added or changed. As with the frameworks' in-memory stores, what a read returns is shared
-with the next read: changes go through the store, not into the objects.
+read by message id, and gives back the same object for a stored row equal to the one it was
+built from: a turn decodes and builds only the messages it added or changed (comparing two
+rows costs far less than decoding one's JSON, which is most of a read's cost otherwise). As
+with the frameworks' in-memory stores, what a read returns is shared with the next read:
+changes go through the store, not into the objects.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
+from ..storage.rows import MessageRow, messages_of
 from ..types import Message
 
 __all__ = ["Conversions"]
@@ -31,28 +33,33 @@ class Conversions(Generic[T]):
     >>> memory = Memory()
     >>> _ = memory.save_messages([{"thread_id": "t", "resource_id": "r", "role": "user", "content": "Hi"}])
     >>> texts = Conversions(lambda m: [m.text])
-    >>> first = texts.of(memory.recall("t").messages)
-    >>> first, texts.of(memory.recall("t").messages)[0] is first[0]
-    ([['Hi']], True)
+    >>> first = texts.of_rows(memory._thread_rows("t"), "t")
+    >>> _ = memory.save_messages([{"thread_id": "t", "role": "assistant", "content": "Hello"}])
+    >>> again = texts.of_rows(memory._thread_rows("t"), "t")
+    >>> again, again[0] is first[0]
+    ([['Hi'], ['Hello']], True)
     """
 
     def __init__(self, convert: Callable[[Message], T]) -> None:
         self.convert = convert
-        self._kept: dict[str, dict[str, tuple[Message, T]]] = {}  # thread -> message id -> pair
+        self._kept: dict[str, dict[str, tuple[MessageRow, T]]] = {}  # thread -> message id -> pair
 
-    def of(self, messages: Sequence[Message], thread_id: str = "") -> list[T]:
-        """The objects of ``messages`` (a read of the thread ``thread_id``), in order; what
-        is kept of the thread is this read."""
+    def of_rows(self, rows: Sequence[MessageRow], thread_id: str = "") -> list[T]:
+        """The objects of stored ``rows`` (a read of the thread ``thread_id``, in order): a row
+        equal to one of the thread's previous read gives back that read's object, the others
+        are decoded in one pass and converted. What is kept of the thread is this read."""
         last = self._kept.pop(thread_id, {})
-        now: dict[str, tuple[Message, T]] = {}
-        out = []
-        for message in messages:
-            hit = last.get(message.id)
-            if hit is None or hit[0] != message:
-                hit = (message, self.convert(message))
-            now[message.id] = hit
-            out.append(hit[1])
+        now: dict[str, tuple[MessageRow, T]] = {}
+        changed = []
+        for row in rows:
+            hit = last.get(row[0])
+            if hit is not None and hit[0] == row:
+                now[row[0]] = hit
+            else:
+                changed.append(row)
+        for row, message in zip(changed, messages_of(changed)):
+            now[row[0]] = (row, self.convert(message))
         self._kept[thread_id] = now
         while len(self._kept) > KEPT_THREADS:
             self._kept.pop(next(iter(self._kept)), None)
-        return out
+        return [now[row[0]][1] for row in rows]

@@ -60,8 +60,8 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
     ``resource_id`` owns the thread: it is created for that resource on the first message,
     and reading a thread that another resource owns raises ``ResourceMismatchError``.
 
-    A read builds only the messages added or changed since the previous read and gives back
-    the same LangChain objects for the others (``Conversions``), as
+    A read decodes and builds only the messages added or changed since the previous read and
+    gives back the same LangChain objects for the others (``Conversions``), as
     ``InMemoryChatMessageHistory`` hands out the objects it holds.
 
     >>> from threadrecall import Memory
@@ -84,18 +84,18 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """Every message of the thread, oldest first."""
         try:
-            found = self.memory.recall(self.thread_id, resource_id=self.resource_id, per_page=False)
+            rows = self.memory._thread_rows(self.thread_id, self.resource_id)
         except ThreadNotFoundError:
             return []
-        return self._converted.of(found.messages)
+        return self._converted.of_rows(rows, self.thread_id)
 
     async def aget_messages(self) -> list[BaseMessage]:
         """The async twin of ``messages``."""
         try:
-            found = await self.memory.arecall(self.thread_id, resource_id=self.resource_id, per_page=False)
+            rows = await self.memory._athread_rows(self.thread_id, self.resource_id)
         except ThreadNotFoundError:
             return []
-        return self._converted.of(found.messages)
+        return self._converted.of_rows(rows, self.thread_id)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append messages in order, in one transaction."""

@@ -79,6 +79,12 @@ class _Threads:
                                    filter={"metadata": {"status": status}} if status else None)
         return found.messages
 
+    def _stored_rows(self, key: str) -> list[Any]:
+        """The stored rows of ``_stored(key)``, undecoded (for ``Conversions``)."""
+        if self._owned(self._thread(key)) is None:
+            return []
+        return self.memory._thread_rows(key)
+
     def _append(self, key: str, rows: list[dict[str, Any]]) -> None:
         with self.memory.transaction():
             if self._owned(key) is None:
@@ -136,9 +142,9 @@ class ThreadRecallChatStore(_Threads, BaseChatStore):
         self._replace(self._thread(key), self._rows(key, messages, MessageStatus.ACTIVE.value))
 
     def get_messages(self, key: str) -> list[ChatMessage]:
-        """The key's messages, oldest first ([] for an unknown key). A read builds only the
-        messages added or changed since the key's previous read (``Conversions``)."""
-        return self._converted.of(self._stored(key), key)
+        """The key's messages, oldest first ([] for an unknown key). A read decodes and builds
+        only the messages added or changed since the key's previous read (``Conversions``)."""
+        return self._converted.of_rows(self._stored_rows(key), key)
 
     def add_message(self, key: str, message: ChatMessage, idx: int | None = None) -> None:
         """Append a message (or insert it at ``idx``)."""

@@ -11,7 +11,11 @@ a transaction that runs nothing costs nothing, and one whose only statement is d
 it alone in DuckDB's auto-commit, which spares the ``BEGIN`` and ``COMMIT`` statements (about
 half a millisecond of a one-message save) and commits just as durably. Rows deferred with
 ``defer_rows`` into the same table right after each other join one ``INSERT``: the writes of a
-group commit then cost DuckDB one statement, not one each.
+group commit then cost DuckDB one statement, not one each. Rows of plain values (every
+placeholder a bare ``?``) go in through the cursor's appender of the table rather than as an
+``INSERT`` statement: the same rows in the same transaction (or, alone, in one auto-commit of
+their own), without the statement's parsing and planning (17-20 % of a one-row insert's CPU
+time in memory, about 8 % on a file, where the commit's own write and ``fdatasync`` remain).
 
 ``grouped(job)`` is a group commit: writes that arrive while another write holds the lock
 queue up, and the next to get the lock runs every queued job in one transaction, so they share
@@ -70,6 +74,7 @@ class Database:
         self._scratch: dict[str, Any] = {}
         self._writer: _Writer | None = None
         self._write_cursor: duckdb.DuckDBPyConnection | None = None  # one for every transaction: a new one costs
+        self._appenders: dict[str, Any] = {}  # the write cursor's, by table
         self._owner: int | None = None
         self._queue: list[_Job] = []
         self._queue_lock = threading.Lock()
@@ -116,7 +121,7 @@ class Database:
                 return
             if self._write_cursor is None:
                 self._write_cursor = self._conn.cursor()
-            writer = self._writer = _Writer(self._write_cursor)
+            writer = self._writer = _Writer(self._write_cursor, self._appenders)
             self._owner = threading.get_ident()
             self._depth = 1
             try:
@@ -271,6 +276,7 @@ class Database:
         """Merge the write-ahead log into the file (a read-only session leaves a replayed log
         unmerged otherwise), then close."""
         with self._lock:
+            self._appenders.clear()
             if not self.in_memory:
                 try:
                     self._conn.execute("CHECKPOINT")
@@ -279,15 +285,27 @@ class Database:
             self._conn.close()
 
 
+class _Rows(list):  # type: ignore[type-arg]
+    """The flat values of rows deferred into one table (the parameters of their ``INSERT``),
+    with what it takes to append them instead: the table and the values per row."""
+
+    __slots__ = ("table", "width")
+
+    def __init__(self, values: Sequence[Any], table: str, width: int) -> None:
+        super().__init__(values)
+        self.table, self.width = table, width
+
+
 class _Writer:
     """The connection of an open transaction: ``BEGIN`` goes before its first statement and
     the deferred statements before any other, so reads see them; ``finish`` commits, and a
     transaction whose only statements are one deferred write runs it in auto-commit."""
 
-    __slots__ = ("cursor", "begun", "deferred", "rows", "merged")
+    __slots__ = ("cursor", "appenders", "begun", "deferred", "rows", "merged")
 
-    def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, cursor: duckdb.DuckDBPyConnection, appenders: dict[str, Any]) -> None:
         self.cursor = cursor
+        self.appenders = appenders
         self.begun = False
         self.deferred: list[tuple[str, Sequence[Any]]] = []
         self.rows: tuple[str, str] | None = None  # (table, row) of the last deferred, if an insert of rows
@@ -298,13 +316,17 @@ class _Writer:
         self.rows = None
 
     def defer_rows(self, table: str, row: str, params: Sequence[Any]) -> None:
-        count = len(params) // row.count("?")
+        width = row.count("?")
+        count = len(params) // width
         if self.deferred and self.rows == (table, row) and self.merged + count <= MERGED_ROWS:
             sql, earlier = self.deferred[-1]
-            self.deferred[-1] = (sql + ", " + ", ".join([row] * count), [*earlier, *params])
+            earlier.extend(params)  # type: ignore[attr-defined]
+            self.deferred[-1] = (sql + ", " + ", ".join([row] * count), earlier)
             self.merged += count
             return
-        self.deferred.append((f"INSERT INTO {table} VALUES " + ", ".join([row] * count), list(params)))
+        plain = row.replace("?", "").replace(",", "").replace(" ", "") == "()"
+        values = _Rows(params, table, width) if plain else list(params)
+        self.deferred.append((f"INSERT INTO {table} VALUES " + ", ".join([row] * count), values))
         self.rows, self.merged = (table, row), count
 
     def execute(self, sql: str, params: Any = None) -> duckdb.DuckDBPyConnection:
@@ -323,13 +345,28 @@ class _Writer:
             self.cursor.execute("BEGIN TRANSACTION")
             self.begun = True
         while self.deferred:
-            sql, params = self.deferred.pop(0)
+            self._run(*self.deferred.pop(0))
+
+    def _run(self, sql: str, params: Sequence[Any]) -> None:
+        """A deferred statement; rows of plain values through the table's appender, whose
+        flush applies them in the open transaction (or in an auto-commit of their own)."""
+        if not isinstance(params, _Rows):
             self.cursor.execute(sql, params)
+            return
+        appender = self.appenders.get(params.table)
+        if appender is None:
+            appender = self.appenders[params.table] = self.cursor.appender(params.table)
+        width = params.width
+        appender.append_rows([params[i:i + width] for i in range(0, len(params), width)])
+        try:
+            appender.flush()
+        except BaseException:
+            appender.clear()  # nothing of a failed flush is kept for the next one
+            raise
 
     def finish(self) -> None:
         if not self.begun and len(self.deferred) == 1:
-            sql, params = self.deferred.pop()
-            self.cursor.execute(sql, params)  # auto-commit: its own durable transaction
+            self._run(*self.deferred.pop())  # auto-commit: its own durable transaction
             return
         if self.begun or self.deferred:
             self._ready()

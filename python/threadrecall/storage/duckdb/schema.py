@@ -90,7 +90,7 @@ UPSERT_MESSAGES = """
 # Batches up to this size are inserted with bound values: for a few rows that costs less than
 # registering an Arrow table and scanning it.
 VALUES_ROWS = 16
-MESSAGE_VALUES = "(?, ?, ?, ?, ?, ?, ?, make_timestamptz(?::BIGINT), ?, ?)"
+MESSAGE_VALUES = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"  # plain values: appended, not inserted (``Database``)
 
 PAYLOAD_SQL = (
     "'{\"role\":' || to_json(role) || ',\"type\":' || to_json(type) || ',\"content\":' || content"

@@ -438,7 +438,7 @@ class DuckDBStorage:
             sql = UPSERT_MESSAGES if replacing else "INSERT INTO messages SELECT * FROM incoming"
             if len(stored) <= VALUES_ROWS:  # a turn's few messages: bound values, no Arrow scan
                 params = [v for m, seq, c, md, at in zip(stored, seqs, contents, metadatas, saved_at) for v in (
-                    m.id, m.thread_id, m.resource_id, m.role, m.type, c, md, to_micros(m.created_at),
+                    m.id, m.thread_id, m.resource_id, m.role, m.type, c, md, to_utc(m.created_at),
                     seq, at)]
                 if replacing:
                     values = "VALUES " + ", ".join([MESSAGE_VALUES] * len(stored))
