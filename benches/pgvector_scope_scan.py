@@ -18,6 +18,11 @@ BUFFERS)`` of one call each.
 
     python benches/pgvector_scope_scan.py --dsn DSN --build      # once (a few minutes at 1M)
     python benches/pgvector_scope_scan.py --dsn DSN --calls 300
+
+``--store SCHEMA`` measures ``PgVector.search_ids`` itself instead, on the index a
+``bench_pg_vectors.py --keep`` run left in SCHEMA, interleaved call by call: its resource
+filter on the ``resource_key`` column (an index-only scan) against the same filter on
+``metadata -> 'resource_id'`` (the expression index and the heap, as before that column).
 """
 
 from __future__ import annotations
@@ -133,6 +138,43 @@ def measure(conn, size: int, calls: int) -> None:
     print(f"size of the heap: {pretty}")
 
 
+def measure_store(dsn: str, schema: str, calls: int) -> None:
+    from threadrecall.storage import PostgresStorage
+    from threadrecall.vector import PgVector, pgvector
+
+    pg = PostgresStorage(dsn, schema=schema)
+    column, expression = PgVector(pg), PgVector(pg)
+    (name,) = column.list_indexes()
+    embedder = HashEmbedder(dim=384)
+    qvecs = embedder.embed(QUERIES)
+    count = column.describe_index(name).count
+    rng = np.random.default_rng(9)
+    work = [(int(rng.integers(RESOURCES)), int(rng.integers(len(QUERIES)))) for _ in range(calls)]
+    times: dict[str, list[float]] = {"resource_key column": [], "metadata expression": []}
+    same = 0
+    for k, (r, q) in enumerate(work):
+        found = []
+        for label, store in (("resource_key column", column), ("metadata expression", expression)):
+            keep = pgvector.TEXT_COLUMNS
+            if store is expression:
+                pgvector.TEXT_COLUMNS = {}
+            try:
+                started = time.perf_counter()
+                found.append(store.search_ids(name, qvecs[q], top_k=10, filter={"resource_id": f"r{r}"}))
+                elapsed = (time.perf_counter() - started) * 1000
+            finally:
+                pgvector.TEXT_COLUMNS = keep
+            if k >= 20:
+                times[label].append(elapsed)
+        same += [i for i, _ in found[0]] == [i for i, _ in found[1]]
+    print(f"{count:,} vectors, {calls} calls, load average {os.getloadavg()}")
+    print(f"same top 10 in {same} of {calls} calls")
+    print("| resource filter | search_ids p50 ms | p95 ms |\n|---|---:|---:|")
+    for label, values in times.items():
+        print(f"| {label} | {np.percentile(values, 50):.2f} | {np.percentile(values, 95):.2f} |")
+    pg.close()
+
+
 def main() -> None:
     import psycopg
 
@@ -141,7 +183,11 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1_000_000)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--build", action="store_true")
+    parser.add_argument("--store", metavar="SCHEMA", help="measure PgVector in this schema instead")
     args = parser.parse_args()
+    if args.store:
+        measure_store(args.dsn, args.store, args.calls)
+        return
     with psycopg.connect(args.dsn, autocommit=True) as conn:
         if args.build:
             conn.execute("SET maintenance_work_mem = '1GB'")
