@@ -93,13 +93,14 @@ def calls(threads: int, n: int, seed: int) -> list[tuple[str, str, str]]:
 
 
 def load(size: int, threads: int, folder: Path, dsn: str, schema: str, stores: list[str],
-         ef_construction: int | None) -> dict[str, float]:
+         ef_construction: int | None, pgvector_hnsw: bool = True) -> dict[str, float]:
     """Every store gets the same messages and vectors; returns the seconds each part took."""
     import psycopg
 
     took: dict[str, float] = {}
     embedder = HashEmbedder(dim=384)
     with_duck = STORES[0] in stores
+    with_cache = STORES[1] in stores  # else the messages only, without the cache's vector rows
     graph = {} if ef_construction is None else {"ef_construction": ef_construction}
     duck = DuckDBStorage(folder / "bench.duckdb") if with_duck else None
     pg = PostgresStorage(dsn, schema=schema)
@@ -121,7 +122,8 @@ def load(size: int, threads: int, folder: Path, dsn: str, schema: str, stores: l
     for storage in (duck, pg):
         if storage is not None:
             storage.save_threads(thread_list)
-    took.update(embed=0.0, **({"duckdb": 0.0} if with_duck else {}), postgres_hnsw=0.0, pgvector_copy=0.0)
+    pg_label = "postgres_hnsw" if with_cache else "postgres_messages"
+    took.update(embed=0.0, **({"duckdb": 0.0} if with_duck else {}), **{pg_label: 0.0}, pgvector_copy=0.0)
     truth = np.zeros((size, 384), np.float32)
     rows = conversation(size, threads=threads, resources=RESOURCES)
     done = 0
@@ -134,13 +136,14 @@ def load(size: int, threads: int, folder: Path, dsn: str, schema: str, stores: l
         unit = embedded.vectors / np.linalg.norm(embedded.vectors, axis=1, keepdims=True)
         truth[done:done + len(messages)] = unit
         done += len(messages)
-        for label, storage, index in (("duckdb", duck, duck_index), ("postgres_hnsw", pg, pg_index)):
+        for label, storage, index in (("duckdb", duck, duck_index), (pg_label, pg, pg_index)):
             if storage is None:
                 continue
             started = time.perf_counter()
             with storage.transaction():
                 stored = storage.save_messages(messages)
-                index.write(embedded, {m.id: m for m in stored}, by_id)
+                if storage is duck or with_cache:
+                    index.write(embedded, {m.id: m for m in stored}, by_id)
             took[label] += time.perf_counter() - started
         started = time.perf_counter()
         with pg.connection() as conn, conn.transaction(), conn.cursor().copy(copy) as out:
@@ -152,11 +155,12 @@ def load(size: int, threads: int, folder: Path, dsn: str, schema: str, stores: l
     with pg.connection() as conn:
         conn.execute("SET maintenance_work_mem = '8GB'")  # the whole graph of 1M x 384 fits
         conn.execute("SET max_parallel_maintenance_workers = 2")
-        conn.execute(f'CREATE INDEX "{hnsw_name}" ON {table.as_string(conn)} USING hnsw (embedding vector_ip_ops) '
-                     f"WITH (m = {pgvector.m}, ef_construction = {pgvector.ef_construction})")
+        if pgvector_hnsw:
+            conn.execute(f'CREATE INDEX "{hnsw_name}" ON {table.as_string(conn)} USING hnsw (embedding vector_ip_ops) '
+                         f"WITH (m = {pgvector.m}, ef_construction = {pgvector.ef_construction})")
         conn.execute(f"VACUUM ANALYZE {table.as_string(conn)}")
         conn.execute(f'VACUUM ANALYZE "{schema}".hnsw_rows')
-    took["pgvector_hnsw_build"] = time.perf_counter() - started
+    took["pgvector_hnsw_build" if pgvector_hnsw else "pgvector_vacuum"] = time.perf_counter() - started
     if with_duck:
         started = time.perf_counter()
         duck_vectors.link()
@@ -340,6 +344,9 @@ def report() -> None:
                      f"m 16, ef_construction {run['ef_construction']} (pgvector's: m 16, ef_construction 64)."
                      if STORES[1] in run.get("stores", ()) else "")
                   + (f" Code measured: {run['code']}." if "code" in run else "")
+                  + (" pgvector's HNSW index was not built in this run: every scoped search here is below "
+                     "PgVector's exact threshold, and the direct SQL ran as an exact scan."
+                     if run.get("pgvector_hnsw") is False else "")
                   + (" The PostgreSQL cache was rebuilt while pgvector's index was still being built, both "
                      "on the same cores." if run.get("opened_beside_load") and STORES[1] in run["stores"] else ""),
                   "",
@@ -374,11 +381,15 @@ def main() -> None:
                         help="load, keep the stores and print their folder (needs THREADRECALL_TEST_PG_DSN)")
     parser.add_argument("--measure", type=Path, metavar="FOLDER", help="measure the stores a --load-only run kept")
     parser.add_argument("--stores", default=",".join(STORES),
-                        help="comma-separated: which stores to load (the PostgreSQL ones always) or measure")
+                        help="comma-separated: which stores to load (PgVector always) or measure")
     parser.add_argument("--keep", action="store_true",
                         help="keep the stores a --measure run measured (to measure them again)")
     parser.add_argument("--ef-construction", type=int, default=None,
                         help="ef_construction of the HNSW stores (default: HnswVectorStore's own)")
+    parser.add_argument("--no-pgvector-hnsw", action="store_true",
+                        help="skip pgvector's HNSW build (scoped searches below its exact threshold do not use it; "
+                             "the direct SQL then scans exactly)")
+    parser.add_argument("--tag", default="", help="a suffix for this run's results file (e.g. the code measured)")
     parser.add_argument("--serve", action="store_true",
                         help="start a server with this bench's settings, print its DSN, run until interrupted")
     args = parser.parse_args()
@@ -416,8 +427,8 @@ def main() -> None:
     else:
         size = args.size
         state = {"size": size, "threads": min(THREADS, size // 10), "schema": f"bench_{uuid.uuid4().hex[:12]}",
-                 "stores": [s for s in STORES if s in args.stores.split(",") or s != STORES[0]],
-                 "ef_construction": args.ef_construction}
+                 "stores": [s for s in STORES if s in args.stores.split(",") or s == STORES[2]],
+                 "ef_construction": args.ef_construction, "pgvector_hnsw": not args.no_pgvector_hnsw}
         folder = Path(tempfile.mkdtemp(prefix="bench_pg_vectors_"))
     chosen = [s for s in state.get("stores", list(STORES)) if s in args.stores.split(",")]
     # The stores outlive a run that measures only some of them (another measures the rest).
@@ -429,7 +440,7 @@ def main() -> None:
             print(f"loading {state['size']:,} messages into {folder} and schema {state['schema']}", flush=True)
             (folder / "loading.json").write_text(json.dumps(state))
             state["load_s"] = load(state["size"], state["threads"], folder, dsn, state["schema"],
-                                   state["stores"], state["ef_construction"])
+                                   state["stores"], state["ef_construction"], state["pgvector_hnsw"])
             print(f"  load: {state['load_s']}", flush=True)
             (folder / "state.json").write_text(json.dumps(state))
         if args.load_only:
@@ -444,6 +455,7 @@ def main() -> None:
                          args.recall_queries, chosen, state.get("ef_construction"), loaded)
         state = json.loads((folder / "state.json").read_text())
         result["opened_beside_load"] = beside
+        result["pgvector_hnsw"] = state.get("pgvector_hnsw", True)
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
@@ -459,6 +471,8 @@ def main() -> None:
                   load_after=f"{os.getloadavg()[0]:.1f}")
     part = "" if set(result["stores"]) >= set(state["stores"]) else "_" + "_".join(
         s.split(" + ")[-1].lower().replace(" ", "_") for s in result["stores"])  # some of the stores
+    part += "" if result["pgvector_hnsw"] else "_no_pgvector_hnsw"
+    part += f"_{args.tag}" if args.tag else ""
     (RESULTS / f"pg_vectors_{state['size']}{part}.json").write_text(json.dumps(result, indent=1) + "\n")
     report()
 

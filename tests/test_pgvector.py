@@ -102,7 +102,7 @@ def test_scoped_searches_are_exact_and_use_the_scope_index(pg, store):
     rng = np.random.default_rng(3)
     n, dim = 6000, 32
     data = rng.standard_normal((n, dim)).astype(np.float32)
-    meta = [{"thread_id": f"t{i % 300}", "resource_id": f"r{i % 3}"} for i in range(n)]
+    meta = [{"thread_id": f"t{i % 300}", "resource_id": f"r{i % 30}"} for i in range(n)]
     store.create_index("docs", dim)
     store.upsert("docs", data, ids=[f"v{i}" for i in range(n)], metadata=meta)
     unit = data / np.linalg.norm(data, axis=1, keepdims=True)
@@ -117,6 +117,54 @@ def test_scoped_searches_are_exact_and_use_the_scope_index(pg, store):
     members = [i for i in range(n) if meta[i]["thread_id"] == "t7"]
     exact = [f"v{members[j]}" for j in np.argsort(-(unit[members] @ (q / np.linalg.norm(q))))[:10]]
     assert got == exact
+    # A resource's search reads the index on resource_key, which holds all it needs: it can
+    # run as an index-only scan (whether the planner takes one also depends on how much of
+    # the heap VACUUM has marked all-visible, which any open snapshot can delay).
+    statement, params = store.search_sql("docs", q, top_k=10, filter={"resource_id": "r1"})
+    with pg.transaction() as conn:
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + statement, params, prepare=False))
+        assert "Index Cond: (resource_key = 'r1'::text)" in plan, plan
+        conn.execute("SET LOCAL enable_bitmapscan = off")
+        conn.execute("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + statement, params, prepare=False))
+    assert "Index Only Scan using" in plan and "resource_key_id_embedding_idx" in plan, plan
+    members = [i for i in range(n) if meta[i]["resource_id"] == "r1"]
+    exact = [f"v{members[j]}" for j in np.argsort(-(unit[members] @ (q / np.linalg.norm(q))))[:10]]
+    assert [r.id for r in store.query("docs", q, top_k=10, filter={"resource_id": "r1"})] == exact
+
+
+def test_an_id_and_resource_too_long_for_the_resource_index_write_nothing(store):
+    store.create_index("docs", 384)
+    vectors = np.ones((2, 384), np.float32)
+    long = "r" * 1200
+    with pytest.raises(InvalidArgumentError, match="room for"):
+        store.upsert("docs", vectors, ids=["a", "b" * 200], metadata=[{}, {"resource_id": long}])
+    assert store.describe_index("docs").count == 0
+    store.upsert("docs", vectors, ids=["a", "b"], metadata=[{}, {"resource_id": long[:900]}])
+    assert store.query("docs", vectors[0], top_k=1, filter={"resource_id": long[:900]})[0].id == "b"
+
+
+def test_tables_of_the_first_schema_are_migrated(pg_dsn, pg_schema):
+    """An index table made before resource_key existed gets the column and its index."""
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(f'CREATE SCHEMA "{pg_schema}"')
+        conn.execute(f'CREATE TABLE "{pg_schema}".schema_version (component TEXT PRIMARY KEY, version INTEGER NOT NULL)')
+        conn.execute(f"INSERT INTO \"{pg_schema}\".schema_version VALUES ('pgvector', 1)")
+        conn.execute(f'CREATE TABLE "{pg_schema}".pgvector_indexes (name TEXT PRIMARY KEY, dimension INTEGER NOT NULL, '
+                     "metric TEXT NOT NULL, n SERIAL UNIQUE)")
+        conn.execute(f"INSERT INTO \"{pg_schema}\".pgvector_indexes (name, dimension, metric) VALUES ('docs', 2, 'cosine')")
+        conn.execute(f'CREATE TABLE "{pg_schema}".pgvector_1 (id TEXT PRIMARY KEY, embedding vector(2) NOT NULL, '
+                     "metadata JSONB NOT NULL)")
+        conn.execute(f"INSERT INTO \"{pg_schema}\".pgvector_1 VALUES ('a', '[1,0]', '{{\"resource_id\": \"r1\"}}'), "
+                     "('b', '[0,1]', '{\"resource_id\": 2}')")
+    with PgVector(pg_dsn, schema=pg_schema) as store:
+        assert [r.id for r in store.query("docs", [0, 1], filter={"resource_id": "r1"})] == ["a"]
+        assert [r.id for r in store.query("docs", [1, 0], filter={"resource_id": 2})] == ["b"]
+        with store._pooled() as conn:
+            (definition,) = conn.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = %s "
+                                         "AND indexdef LIKE '%%(resource_key)%%'", [pg_schema]).fetchone()
+    assert "INCLUDE (id, embedding)" in definition
 
 
 # ---- semantic recall through Memory (the shared semantic suite runs on PgVector too; these

@@ -1,8 +1,8 @@
 """PgVector's filters compiled to SQL pass exactly the records the core's evaluator passes.
 
 Each generated case evaluates one filter over a batch of generated metadata records twice: in
-PostgreSQL (the compiled condition over the records as PgVector stores them, JSONB) and with
-``_core.matches_vector_filter``. The two must agree record by record, in both directions.
+PostgreSQL (the compiled condition over the records as PgVector stores them, JSONB, with the
+stored text column of ``resource_id`` beside) and with ``_core.matches_vector_filter``. The two must agree record by record, in both directions.
 Hypothesis runs derandomized (a fixed seed derived from the test), so every run checks the
 same thousands of cases.
 """
@@ -17,10 +17,11 @@ from threadrecall.errors import InvalidArgumentError, InvalidFilterError
 
 psycopg = pytest.importorskip("psycopg")
 
-from threadrecall.vector.pgvector import _metadata_json
-from threadrecall.vector.sql_filter import compile_filter, float_json
+from threadrecall.vector.pgvector import TEXT_COLUMNS, _metadata_json
+from threadrecall.vector.sql_filter import compile_filter, float_json, text_key
 
-KEYS = ["a", "b", "c", "k'\"q", "é"]
+# resource_id is compiled as PgVector compiles it: string equalities on its text column.
+KEYS = ["a", "b", "c", "k'\"q", "é", "resource_id"]
 # Values chosen to collide across types: 1 / 1.0 / True / "1", 0 / -0.0 / False / None,
 # integers and floats around 2^53 and 2^63, strings that order by bytes.
 TRICKY = [
@@ -81,11 +82,13 @@ def conn(pg_dsn):
 
 
 def sql_matches(conn, flt, records) -> list[bool]:
-    condition, params = compile_filter(flt)
+    condition, params = compile_filter(flt, text_columns=TEXT_COLUMNS)
     texts = [_metadata_json(r or {}) for r in records]
     query = psycopg.sql.SQL(
         "SELECT coalesce(array_agg(i ORDER BY i), '{{}}') FROM unnest(%s::text[]::jsonb[]) "
-        "WITH ORDINALITY AS r(metadata, i) WHERE {}").format(condition)
+        "WITH ORDINALITY AS r(metadata, i) CROSS JOIN LATERAL (SELECT {key} COLLATE \"C\" AS {column}) k "
+        "WHERE {cond}").format(key=text_key("resource_id"), column=psycopg.sql.Identifier(TEXT_COLUMNS["resource_id"]),
+                              cond=condition)
     (passed,) = conn.execute(query, [texts, *params]).fetchone()
     chosen = set(passed)
     return [i + 1 in chosen for i in range(len(records))]
@@ -121,6 +124,14 @@ def test_compiled_filters_pass_exactly_what_the_core_passes(conn, flt, records):
     ({"a": {"$gt": "a\x00"}}, {"a": "ab"}, True),
     ({"$not": {}}, {}, False),
     ({"$and": [{}, {}]}, {}, True),
+    ({"resource_id": "1"}, {"resource_id": 1}, False),
+    ({"resource_id": "1"}, {"resource_id": "1"}, True),
+    ({"resource_id": {"$ne": "1"}}, {}, True),
+    ({"resource_id": {"$ne": "1"}}, {"resource_id": ["1"]}, True),
+    ({"resource_id": {"$in": ["a", "b"]}}, {"resource_id": "b"}, True),
+    ({"resource_id": {"$in": ["a", 1]}}, {"resource_id": 1}, True),
+    ({"resource_id": {"$nin": ["a"]}}, {"resource_id": None}, True),
+    ({"resource_id": "a\x00"}, {"resource_id": "a"}, False),
 ])
 def test_edge_cases_agree(conn, flt, record, expected):
     assert _core.matches_vector_filter(flt, [record]) == [expected]

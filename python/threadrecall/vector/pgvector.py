@@ -4,7 +4,13 @@ Each index is a table ``<schema>.pgvector_<n>`` (``n`` from the catalogue
 ``<schema>.pgvector_indexes``) of ``id``, ``embedding vector(dimension)`` and ``metadata
 jsonb``, with an HNSW index on the embedding and btree indexes on ``metadata -> 'thread_id'``
 and ``metadata -> 'resource_id'``, so that a search scoped to one thread or resource can run
-as an exact scan of just that scope when the planner estimates it small.
+as an exact scan of just that scope when it is small. A resource holds many threads' vectors,
+spread over the whole heap, so the table also stores ``resource_key`` (the string
+``resource_id``, ``COLLATE "C"``) with a btree on it that INCLUDEs ``id`` and the embedding
+(when a vector fits a btree tuple: ``INCLUDE_MAX_DIMENSION``): a resource's search reads its
+vectors contiguous in that index, without visiting the heap (an index-only scan). At 1M
+vectors of 384 dimensions, 10,000 to a resource, that scan replaced one of 10,000 heap pages
+(benches/pgvector_scope_scan.py); the index costs about the table's size again.
 
 Scores are those of ``HnswVectorStore`` (larger is closer): cosine similarity (vectors are
 stored at unit length and compared by inner product, so a zero vector scores 0), dot product,
@@ -47,7 +53,7 @@ from .arguments import as_matrix as _as_matrix
 from .arguments import check_name as _check_name
 from .arguments import is_int as _is_int
 from .base import AsyncTwins
-from .sql_filter import TRUE, compile_filter, float_json
+from .sql_filter import TRUE, compile_filter, float_json, text_key
 
 __all__ = ["PgVector"]
 
@@ -64,6 +70,15 @@ _TWO_POW_53 = 2.0**53
 # to a 1% scope takes tens; at 1M x 384 the exact scan of a 10,000-row scope took 89 ms at
 # recall@10 1.000 against 164-279 ms at 0.90 for the graph walk (benches/results/pg_vectors.md).
 EXACT_SCOPE = 20_000
+# The widest vectors the resource index includes: a btree tuple holds at most 2704 bytes, and
+# an included vector of d dimensions takes 4 d + 8, leaving room for the id and resource_id
+# (``_KEY_BYTES`` together). Wider indexes keep a plain btree on ``resource_key``.
+INCLUDE_MAX_DIMENSION = 512
+_TUPLE_BYTES = 2704 - 32  # BTMaxItemSize on 8 kB pages, less the tuple's headers and padding
+# The stored text column of each key a search scope names by string equality.
+TEXT_COLUMNS = {"resource_id": "resource_key"}
+
+_RESOURCE_KEY = text_key("resource_id").as_string(None)
 
 MIGRATIONS = [
     """
@@ -73,6 +88,22 @@ MIGRATIONS = [
         metric TEXT NOT NULL,
         n SERIAL UNIQUE
     );
+    """,
+    # Every existing index table gets resource_key and its btree (rewrites each table once).
+    """
+    DO $$
+    DECLARE r record;
+    BEGIN
+        FOR r IN SELECT n, dimension FROM {s}.pgvector_indexes LOOP
+            EXECUTE format('ALTER TABLE {s}.%I ADD COLUMN resource_key TEXT COLLATE "C" '
+                           'GENERATED ALWAYS AS (""" + _RESOURCE_KEY.replace("'", "''") + """) STORED',
+                           'pgvector_' || r.n);
+            EXECUTE format('CREATE INDEX ON {s}.%I (resource_key)'
+                           || CASE WHEN r.dimension <= """ + str(INCLUDE_MAX_DIMENSION) + """
+                                   THEN ' INCLUDE (id, embedding)' ELSE '' END,
+                           'pgvector_' || r.n);
+        END LOOP;
+    END $$;
     """,
 ]
 
@@ -238,10 +269,13 @@ class PgVector(AsyncTwins):
             params = {"s": self._ident, "t": table, "dim": sql.Literal(dimension)}
             conn.execute(sql.SQL(
                 "CREATE TABLE {s}.{t} (id TEXT PRIMARY KEY, embedding vector({dim}) NOT NULL, "
-                "metadata JSONB NOT NULL)").format(**params))
+                "metadata JSONB NOT NULL, resource_key TEXT COLLATE \"C\" GENERATED ALWAYS AS ({key}) STORED)"
+            ).format(key=text_key("resource_id"), **params))
             for key in ("thread_id", "resource_id"):
                 conn.execute(sql.SQL("CREATE INDEX ON {s}.{t} ((metadata -> {k}))").format(
                     k=sql.Literal(key), **params))
+            include = " INCLUDE (id, embedding)" if dimension <= INCLUDE_MAX_DIMENSION else ""
+            conn.execute(sql.SQL("CREATE INDEX ON {s}.{t} (resource_key)" + include).format(**params))
             if dimension <= HNSW_MAX_DIMENSION:
                 conn.execute(sql.SQL(
                     "CREATE INDEX ON {s}.{t} USING hnsw (embedding {ops}) "
@@ -331,6 +365,8 @@ class PgVector(AsyncTwins):
         if any(not isinstance(m, dict) for m in metadata):
             raise InvalidArgumentError("each metadata entry must be a dict")
         texts = [_metadata_json(m) for m in metadata]
+        if index.dimension <= INCLUDE_MAX_DIMENSION:
+            _check_tuple_room(index.dimension, ids, metadata)
         if n == 0:
             return []
         last = {i: k for k, i in enumerate(ids)}  # a repeated id keeps its last vector
@@ -395,7 +431,7 @@ class PgVector(AsyncTwins):
         query = _as_matrix(vector, index.dimension, single=True)
         if index.metric == "cosine":
             query = _unit(query)
-        condition, params = compile_filter(filter if filter != {} else None)
+        condition, params = compile_filter(filter if filter != {} else None, text_columns=TEXT_COLUMNS)
         text = _vector_text(query[0])
         if condition is TRUE:
             return condition, [text, top_k]
@@ -513,6 +549,18 @@ def _shape(filter: Any) -> Any:
         else:
             return None  # operators, lists, null: composed each time
     return tuple(shape)
+
+
+def _check_tuple_room(dimension: int, ids: list[str], metadata: list[dict[str, Any]]) -> None:
+    """Refuse a vector whose id and resource_id leave its resource index tuple too large."""
+    room = _TUPLE_BYTES - (4 * dimension + 8)
+    for i, m in zip(ids, metadata):
+        resource = m.get("resource_id")
+        used = len(i.encode()) + (len(resource.encode("utf-8", "replace")) if isinstance(resource, str) else 0)
+        if used > room:
+            raise InvalidArgumentError(
+                f"vector {i[:40]!r}: its id and resource_id take {used} bytes, more than the {room} "
+                f"an index of {dimension} dimensions has room for")
 
 
 def _one(cursor: psycopg.Cursor) -> tuple[Any, ...]:

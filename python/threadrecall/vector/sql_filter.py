@@ -17,7 +17,11 @@ that a row passes in PostgreSQL exactly when the core's evaluator would pass its
   PostgreSQL's exact numeric comparison orders them as the core orders ``f64`` against ``i64``.
 
 Keys are quoted literals (so ``metadata -> 'thread_id'`` matches an expression index and its
-statistics); values are bound parameters.
+statistics); values are bound parameters. A key may also be held by a stored text column
+(``text_key``: the key's value when it is a string, else ``NULL``); then an equality to a
+string, or ``$in`` of strings, on that key compares the column instead: the same rows pass,
+and a btree on the column serves the search (byte comparisons, and an index-only scan when
+the index includes what the search reads).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from psycopg import sql
 
 from .. import _core
 
-__all__ = ["compile_filter", "float_json", "value_json"]
+__all__ = ["compile_filter", "float_json", "text_key", "value_json"]
 
 _TWO_POW_53 = 2.0**53
 _I64 = (-(2**63), 2**63 - 1)
@@ -62,8 +66,23 @@ def value_json(value: Any) -> str:
     return float_json(float(value))
 
 
-def compile_filter(filter: Any, column: str = "metadata") -> tuple[sql.Composable, list[Any]]:
+def text_key(key: str, column: str = "metadata") -> sql.Composed:
+    """The expression of a stored text column holding ``key``: its value when a string, else
+    ``NULL`` (so equal to a string exactly when ``column -> key`` is that JSON string).
+
+    >>> print(text_key("resource_id").as_string(None))
+    CASE WHEN jsonb_typeof("metadata" -> 'resource_id') = 'string' THEN "metadata" ->> 'resource_id' END
+    """
+    parts = {"c": sql.Identifier(column), "k": sql.Literal(key)}
+    return sql.SQL("CASE WHEN jsonb_typeof({c} -> {k}) = 'string' THEN {c} ->> {k} END").format(**parts)
+
+
+def compile_filter(filter: Any, column: str = "metadata",
+                   text_columns: dict[str, str] | None = None) -> tuple[sql.Composable, list[Any]]:
     """The SQL condition and its parameters for ``filter`` (``None`` or ``{}``: ``TRUE``).
+
+    ``text_columns`` maps keys to the stored columns of their ``text_key``: equalities to
+    strings on those keys compare the column.
 
     Raises what the core raises for a bad filter: ``FilterTypeError`` or ``InvalidFilterError``.
 
@@ -71,20 +90,24 @@ def compile_filter(filter: Any, column: str = "metadata") -> tuple[sql.Composabl
     >>> cond, params = compile_filter({"n": {"$gte": 2}})
     >>> params
     ['2']
+    >>> cond, params = compile_filter({"r": "r1"}, text_columns={"r": "r_key"})
+    >>> cond.as_string(None), params
+    ('("r_key" = %s::text)', ['r1'])
     """
     if filter is None:
         return TRUE, []
     _core.validate_vector_filter(filter)
     params: list[Any] = []
-    return _Compiler(sql.Identifier(column), params).document(filter, True), params
+    return _Compiler(sql.Identifier(column), params, text_columns or {}).document(filter, True), params
 
 
 class _Compiler:
     """One walk of a validated filter; ``positive`` is False under an odd number of ``$not``."""
 
-    def __init__(self, column: sql.Identifier, params: list[Any]) -> None:
+    def __init__(self, column: sql.Identifier, params: list[Any], text_columns: dict[str, str]) -> None:
         self.column = column
         self.params = params
+        self.text_columns = text_columns
 
     def document(self, doc: dict[str, Any], positive: bool) -> sql.Composable:
         terms = []
@@ -134,11 +157,17 @@ class _Compiler:
             operand = _lossy(operand)
             if isinstance(operand, str) and "\x00" in operand:
                 return FALSE  # no stored string holds NUL
+            if isinstance(operand, str) and key in self.text_columns:
+                return sql.SQL("({} = {}::text)").format(sql.Identifier(self.text_columns[key]), self.param(operand))
             return sql.SQL("({} = {}::jsonb)").format(self.value(key), self.param(value_json(operand)))
         if op == "$in":
             texts = [value_json(v) for v in map(_lossy, operand) if not (isinstance(v, str) and "\x00" in v)]
             if not texts:
                 return FALSE
+            strings = [v for v in map(_lossy, operand) if isinstance(v, str) and "\x00" not in v]
+            if key in self.text_columns and len(strings) == len(texts):
+                return sql.SQL("({} = ANY({}::text[]))").format(sql.Identifier(self.text_columns[key]),
+                                                               self.param(strings))
             return sql.SQL("({} = ANY({}::jsonb[]))").format(self.value(key), self.param(texts))
         symbol = _ORDERINGS[op]
         operand = _lossy(operand)
