@@ -85,7 +85,7 @@ pub fn normalize(v: &mut [f32]) {
 }
 
 type Kernel = fn(&[f32], &[f32]) -> f32;
-type CodeKernel = fn(&[f32], &[i8]) -> f32;
+type CodeKernel = fn(&[i16], &[i8]) -> i32;
 
 struct Kernels {
     dot: Kernel,
@@ -104,16 +104,27 @@ fn detect() -> Kernels {
         Kernels {
             dot: x86::dot_avx512_safe,
             l2: x86::l2_avx512_safe,
-            dot_codes: x86::dot_codes_avx512_safe,
+            dot_codes: code_kernel(),
         }
     } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
         Kernels {
             dot: x86::dot_avx2_safe,
             l2: x86::l2_avx2_safe,
-            dot_codes: x86::dot_codes_avx2_safe,
+            dot_codes: code_kernel(),
         }
     } else {
         scalar_kernels()
+    }
+}
+
+/// The code kernel: integer AVX2 wherever it runs (also beside AVX-512F, which lacks 16-bit
+/// multiplies without its BW extension).
+#[cfg(target_arch = "x86_64")]
+fn code_kernel() -> CodeKernel {
+    if std::is_x86_feature_detected!("avx2") {
+        x86::dot_codes_avx2_safe
+    } else {
+        dot_codes_scalar
     }
 }
 
@@ -142,23 +153,19 @@ pub fn l2_squared(a: &[f32], b: &[f32]) -> f32 {
     (kernels().l2)(a, b)
 }
 
-/// Dot product of a vector with int8 codes (see [`Codes`]), before the codes' scale.
+/// Dot product of a quantised query (16-bit, see `Query`) with int8 codes (see `Codes`),
+/// before either scale: exact in integers while `127 * sum |q_i|` fits an `i32`.
 #[inline]
-pub fn dot_codes(q: &[f32], codes: &[i8]) -> f32 {
+pub fn dot_codes(q: &[i16], codes: &[i8]) -> i32 {
     (kernels().dot_codes)(q, codes)
 }
 
 /// The portable reference kernel (also the fallback).
-pub fn dot_codes_scalar(q: &[f32], codes: &[i8]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let chunks = q.len() / 8 * 8;
-    for i in (0..chunks).step_by(8) {
-        for j in 0..8 {
-            acc[j] += q[i + j] * codes[i + j] as f32;
-        }
-    }
-    let tail: f32 = (chunks..q.len()).map(|i| q[i] * codes[i] as f32).sum();
-    acc.iter().sum::<f32>() + tail
+pub fn dot_codes_scalar(q: &[i16], codes: &[i8]) -> i32 {
+    q.iter()
+        .zip(codes)
+        .map(|(&a, &b)| a as i32 * b as i32)
+        .fold(0i32, i32::wrapping_add)
 }
 
 /// The portable reference kernel (also the fallback).
@@ -207,61 +214,40 @@ mod x86 {
     pub fn l2_avx512_safe(a: &[f32], b: &[f32]) -> f32 {
         unsafe { l2_avx512(a, b) }
     }
-    pub fn dot_codes_avx2_safe(q: &[f32], c: &[i8]) -> f32 {
+    pub fn dot_codes_avx2_safe(q: &[i16], c: &[i8]) -> i32 {
         unsafe { dot_codes_avx2(q, c) }
     }
-    pub fn dot_codes_avx512_safe(q: &[f32], c: &[i8]) -> f32 {
-        unsafe { dot_codes_avx512(q, c) }
-    }
 
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn dot_codes_avx2(q: &[f32], c: &[i8]) -> f32 {
+    /// 16 products per multiply-add (`vpmaddwd`), summed in 32-bit lanes.
+    #[target_feature(enable = "avx2")]
+    unsafe fn dot_codes_avx2(q: &[i16], c: &[i8]) -> i32 {
         let n = q.len().min(c.len());
         let (pq, pc) = (q.as_ptr(), c.as_ptr());
-        let mut s0 = _mm256_setzero_ps();
-        let mut s1 = _mm256_setzero_ps();
-        let mut i = 0;
-        while i + 16 <= n {
-            let bytes = _mm_loadu_si128(pc.add(i) as *const __m128i);
-            let lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
-            let hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8)));
-            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i)), lo, s0);
-            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i + 8)), hi, s1);
-            i += 16;
-        }
-        let mut sum = hsum256(_mm256_add_ps(s0, s1));
-        while i < n {
-            sum += *pq.add(i) * *pc.add(i) as f32;
-            i += 1;
-        }
-        sum
-    }
-
-    #[target_feature(enable = "avx512f")]
-    unsafe fn dot_codes_avx512(q: &[f32], c: &[i8]) -> f32 {
-        let n = q.len().min(c.len());
-        let (pq, pc) = (q.as_ptr(), c.as_ptr());
-        let mut s0 = _mm512_setzero_ps();
-        let mut s1 = _mm512_setzero_ps();
+        let mut s0 = _mm256_setzero_si256();
+        let mut s1 = _mm256_setzero_si256();
         let mut i = 0;
         while i + 32 <= n {
-            let a = _mm_loadu_si128(pc.add(i) as *const __m128i);
-            let b = _mm_loadu_si128(pc.add(i + 16) as *const __m128i);
-            s0 = _mm512_fmadd_ps(
-                _mm512_loadu_ps(pq.add(i)),
-                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(a)),
-                s0,
-            );
-            s1 = _mm512_fmadd_ps(
-                _mm512_loadu_ps(pq.add(i + 16)),
-                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)),
-                s1,
-            );
+            let c0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(pc.add(i) as *const __m128i));
+            let c1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(pc.add(i + 16) as *const __m128i));
+            let q0 = _mm256_loadu_si256(pq.add(i) as *const __m256i);
+            let q1 = _mm256_loadu_si256(pq.add(i + 16) as *const __m256i);
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(q0, c0));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(q1, c1));
             i += 32;
         }
-        let mut sum = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+        if i + 16 <= n {
+            let c0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(pc.add(i) as *const __m128i));
+            let q0 = _mm256_loadu_si256(pq.add(i) as *const __m256i);
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(q0, c0));
+            i += 16;
+        }
+        let s = _mm256_add_epi32(s0, s1);
+        let x = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        let x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0b01_00_11_10));
+        let x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0b10_11_00_01));
+        let mut sum = _mm_cvtsi128_si32(x);
         while i < n {
-            sum += *pq.add(i) * *pc.add(i) as f32;
+            sum = sum.wrapping_add(*pq.add(i) as i32 * *pc.add(i) as i32);
             i += 1;
         }
         sum
@@ -413,11 +399,8 @@ mod x86 {
     #[cfg(test)]
     pub fn available_code_kernels() -> Vec<(&'static str, super::CodeKernel)> {
         let mut out: Vec<(&'static str, super::CodeKernel)> = Vec::new();
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        if std::is_x86_feature_detected!("avx2") {
             out.push(("avx2", dot_codes_avx2_safe));
-        }
-        if std::is_x86_feature_detected!("avx512f") {
-            out.push(("avx512", dot_codes_avx512_safe));
         }
         out
     }
@@ -469,13 +452,21 @@ mod tests {
 
     #[test]
     fn code_kernels_match_scalar_for_every_length() {
-        // seed 9 for the query, 10 for the codes; lengths cover every body step and tail.
-        let q = values(9, 131);
-        let codes: Vec<i8> = values(10, 131)
+        // seed 9 for the query, 10 for the codes; lengths cover every body step and tail, the
+        // extremes (-32767 x -127) included.
+        let mut q: Vec<i16> = values(9, 131)
+            .iter()
+            .map(|x| (x * 32767.0).round() as i16)
+            .collect();
+        let mut codes: Vec<i8> = values(10, 131)
             .iter()
             .map(|x| (x * 127.0).round() as i8)
             .collect();
-        let chosen = [("chosen", dot_codes as CodeKernel)];
+        (q[5], codes[5], q[40], codes[40]) = (-32767, -127, 32767, -127);
+        let chosen = [
+            ("chosen", dot_codes as CodeKernel),
+            ("scalar", dot_codes_scalar),
+        ];
         #[cfg(target_arch = "x86_64")]
         let all: Vec<_> = chosen
             .into_iter()
@@ -485,13 +476,8 @@ mod tests {
         let all: Vec<_> = chosen.into_iter().collect();
         for (name, kernel) in all {
             for n in 0..=131 {
-                let (want, got) = (
-                    dot_codes_scalar(&q[..n], &codes[..n]),
-                    kernel(&q[..n], &codes[..n]),
-                );
-                // float sums in another order differ by rounding, which grows with the terms
-                let size: f32 = (0..n).map(|i| (q[i] * codes[i] as f32).abs()).sum();
-                assert!((want - got).abs() <= 1e-5 * (1.0 + size), "{name} n={n}");
+                let want: i64 = (0..n).map(|i| q[i] as i64 * codes[i] as i64).sum();
+                assert_eq!(kernel(&q[..n], &codes[..n]) as i64, want, "{name} n={n}");
             }
         }
     }

@@ -72,6 +72,75 @@ def test_filtered_search_equals_the_exact_filtered_top_k():
             assert [i for i, _ in ix.search(v, 10, flt)] == exact(data, v, 10, allowed)[0]
 
 
+def test_filters_allowing_thousands_equal_the_exact_filtered_top_k():
+    # seed 11; 8,000 vectors with a key of few values (posted) and one of a value each
+    # (sorted numbers): filters allowing 5-25 % go through the exact scan of the allowed
+    # slots or the walk, as the planner chooses, and the scan must return the exact answer.
+    n = 8000
+    data = clustered(11, n, 24)
+    ix = VectorIndex(24, "cosine", m=12, ef_construction=100, seed=1)
+    meta = [{"cat": i % 100, "tag": f"t{i % 100}", "ts": (i * 7919) % n} for i in range(n)]
+    ix.add([f"v{i}" for i in range(n)], data, meta, link=True)
+    q = clustered(12, 5, 24)  # seed 12
+    for flt, keep in [
+        ({"cat": {"$in": list(range(10))}}, lambda m: m["cat"] < 10),
+        ({"tag": {"$in": [f"t{v}" for v in range(5, 15)]}}, lambda m: 5 <= m["cat"] < 15),
+        ({"ts": {"$gte": 1000, "$lt": 1400}}, lambda m: 1000 <= m["ts"] < 1400),
+        ({"$and": [{"ts": {"$lt": 8000}}, {"cat": {"$lt": 5}}]}, lambda m: m["cat"] < 5),
+    ]:
+        allowed = [i for i, m in enumerate(meta) if keep(m)]
+        for v in q:
+            got = ix.search(v, 10, flt, 4000)  # wide enough that the scan answers
+            want_ids, want_scores = exact(data, v, 10, allowed)
+            assert [i for i, _ in got] == want_ids
+            np.testing.assert_allclose([s for _, s in got], want_scores, rtol=1e-5, atol=1e-6)
+
+
+class Hit:
+    """A result class for ``query``: what it sets lands in the instance."""
+
+
+def test_query_hands_out_the_texts_remembered_by_slot():
+    ix, data, _ = filled(n=300)
+    q = data[5]
+    results, missing = ix.query(q, 3, None, None, result=Hit)
+    assert [r.id for r in results] == [i for i, _ in ix.search(q, 3)]
+    assert missing == [r.id for r in results] and not any(hasattr(r, "_text") for r in results)
+    ids = [f"v{i}" for i in range(300)]
+    ix.remember(ids + ["nope"], [f'{{"n": {i}}}' for i in range(301)], 1000)
+    assert ix.remembered == 300  # an id not in the index is not kept
+    results, missing = ix.query(q, 3, None, None, result=Hit)
+    assert missing == [] and [r._text for r in results] == [f'{{"n": {r.id[1:]}}}' for r in results]
+    # Replaced: the new vector has no text until remembered; removed: its text is dropped.
+    top = results[0].id
+    ix.add([top], q[None, :], [{}])
+    assert ix.query(q, 1, None, None, result=Hit)[1] == [top]
+    ix.remove([results[1].id])
+    assert ix.remembered == 299
+    # At most `limit` kept, the oldest remembered dropped first.
+    ix.remember(["v0", "v1"], ["a", "b"], 10)
+    assert ix.remembered == 10
+    with pytest.raises(InvalidArgumentError):
+        ix.remember(["v0"], [], 10)
+
+
+def test_texts_kept_by_slot_are_dropped_when_compaction_numbers_the_slots_anew():
+    ix, data, _ = filled(n=1000)
+    ix.remember([f"v{i}" for i in range(1000)], [str(i) for i in range(1000)], 5000)
+    # 400 tombstones of 1,000 slots: the index compacts, numbering the slots anew.
+    assert ix.remove([f"v{i}" for i in range(400)]) == 400
+    ix.remember([f"v{i}" for i in range(400, 700)], ["new"] * 300, 5000)
+    assert ix.remembered == 300
+    for q in data[[450, 900]]:
+        results, missing = ix.query(q, 20, None, None, result=Hit)
+        assert len(results) == 20
+        for r in results:
+            if int(r.id[1:]) >= 700:  # remembered before the compaction: forgotten
+                assert r.id in missing and not hasattr(r, "_text")
+            else:
+                assert r._text == "new"
+
+
 def test_search_batch_equals_single_searches():
     ix, _, _ = filled(n=500)
     q = clustered(10, 6, 24)

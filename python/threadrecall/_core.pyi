@@ -150,7 +150,13 @@ class VectorIndex:
         """Whether a save would write more than the changes and linking since the last one:
         a search breadth measured since, or a file of the previous format (or none yet)."""
     def remove(self, ids: list[str]) -> int:
-        """Delete by id; return how many existed."""
+        """Delete by id (and the texts remembered for them); return how many existed."""
+    def remember(self, ids: list[str], texts: list[str], limit: int) -> None:
+        """Keep the metadata text of each live id for ``query``, at most ``limit`` texts in
+        all (the oldest remembered go first)."""
+    @property
+    def remembered(self) -> int:
+        """How many metadata texts are kept for ``query``."""
     def ids_where(self, filter: dict[str, Any]) -> list[str]:
         """The ids whose metadata passes ``filter`` (every id for an empty filter)."""
     def remove_where(self, filter: dict[str, Any]) -> list[str]:
@@ -161,11 +167,11 @@ class VectorIndex:
         """The ``k`` closest ``(id, score)`` pairs passing ``filter``, closest first."""
     def query(
         self, vector: Any, k: int, filter: dict[str, Any] | None, ef: int | None, *,
-        texts: dict[str, str], result: type[Any]
+        result: type[Any]
     ) -> tuple[list[Any], list[str]]:
-        """``search`` as ``result`` objects (``id``, ``score``, and the metadata text ``texts``
-        holds for the id as ``_text``, in the instance dict; ``vector`` is left to the class's
-        default); also the ids ``texts`` lacks."""
+        """``search`` as ``result`` objects (``id``, ``score``, and the metadata text
+        remembered for the hit as ``_text``, in the instance dict; ``vector`` is left to the
+        class's default); also the ids with no text remembered."""
     def search_batch(
         self, vectors: Any, k: int, filter: dict[str, Any] | None = None, ef: int | None = None
     ) -> list[list[tuple[str, float]]]:

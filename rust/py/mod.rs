@@ -3,6 +3,7 @@
 mod convert;
 mod error;
 mod lexical;
+mod texts;
 mod timeline;
 mod vector;
 

@@ -2,14 +2,15 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Mutex, PoisonError, RwLock};
 
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFloat, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyFloat, PyList, PyString, PyTuple, PyType};
 
 use super::convert::{input_from_py, inputs_from_json, one_metadata_form};
+use super::texts::SlotTexts;
 use crate::distance::Metric;
 use crate::error::CoreError;
 use crate::filter::Filter;
@@ -80,6 +81,9 @@ pub(crate) struct PyVectorIndex {
     inner: RwLock<VectorIndex>,
     /// Writers waiting for the lock: linking steps aside for them between vectors.
     writers: AtomicUsize,
+    /// Metadata texts by slot, handed to the results of `query`; read and written with the
+    /// GIL held.
+    texts: Mutex<SlotTexts>,
 }
 
 impl PyVectorIndex {
@@ -112,6 +116,7 @@ impl PyVectorIndex {
         Ok(PyVectorIndex {
             inner: RwLock::new(index),
             writers: AtomicUsize::new(0),
+            texts: Mutex::default(),
         })
     }
 
@@ -236,9 +241,52 @@ impl PyVectorIndex {
         self.read(py, persist::outdated)
     }
 
-    /// Deletes vectors by id; returns how many existed.
+    /// Deletes vectors by id (and the texts kept for them); returns how many existed.
     fn remove(&self, py: Python<'_>, ids: Vec<String>) -> usize {
-        self.write(py, |ix| ix.remove(&ids))
+        let (removed, slots, numbering) = self.write(py, |ix| {
+            let slots: Vec<u32> = ids.iter().filter_map(|id| ix.slot(id)).collect();
+            let numbering = ix.numbering();
+            (ix.remove(&ids), slots, numbering)
+        });
+        let mut texts = self.texts.lock().unwrap_or_else(PoisonError::into_inner);
+        slots.into_iter().for_each(|s| texts.forget(numbering, s));
+        removed
+    }
+
+    /// Keeps the metadata text of each live id in `ids` for `query` to hand out, at most
+    /// `limit` texts in all (the oldest remembered go first).
+    fn remember(
+        &self,
+        py: Python<'_>,
+        ids: Vec<String>,
+        texts: Vec<Bound<'_, PyString>>,
+        limit: i64,
+    ) -> PyResult<()> {
+        let limit = count("limit", limit)?;
+        if ids.len() != texts.len() {
+            let text = format!("{} ids but {} texts", ids.len(), texts.len());
+            return Err(CoreError::InvalidArgument(text).into());
+        }
+        let (slots, numbering) = self.read(py, |ix| {
+            let slots: Vec<Option<u32>> = ids.iter().map(|id| ix.slot(id)).collect();
+            (slots, ix.numbering())
+        });
+        let mut kept = self.texts.lock().unwrap_or_else(PoisonError::into_inner);
+        for (slot, text) in slots.into_iter().zip(texts) {
+            if let Some(slot) = slot {
+                kept.remember(numbering, slot, text.unbind(), limit);
+            }
+        }
+        Ok(())
+    }
+
+    /// How many metadata texts are kept for `query`.
+    #[getter]
+    fn remembered(&self) -> usize {
+        self.texts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     /// The ids of every vector whose metadata passes `filter`.
@@ -281,11 +329,10 @@ impl PyVectorIndex {
     }
 
     /// [`search`] as `result` objects, built without running Python: each gets `id`,
-    /// `score`, `vector=None` and, as `_text`, the metadata text `texts` holds for its id
-    /// (decoded when first read). `k` is clamped to the index's size. Returns the results
-    /// and the ids `texts` lacks (their results hold no `_text`).
-    #[pyo3(signature = (vector, k, filter, ef, *, texts, result))]
-    #[allow(clippy::too_many_arguments)] // the search's four, and how to build results
+    /// `score`, `vector=None` and, as `_text`, the metadata text remembered for it (see
+    /// `remember`; decoded when first read). `k` is clamped to the index's size. Returns the
+    /// results and the ids with no text remembered (their results hold no `_text`).
+    #[pyo3(signature = (vector, k, filter, ef, *, result))]
     fn query<'py>(
         &self,
         py: Python<'py>,
@@ -293,7 +340,6 @@ impl PyVectorIndex {
         k: i64,
         filter: Option<&Bound<'_, PyAny>>,
         ef: Option<i64>,
-        texts: &Bound<'py, PyDict>,
         result: &Bound<'py, PyType>,
     ) -> PyResult<(Bound<'py, PyList>, Vec<Bound<'py, PyString>>)> {
         let k = count("k", k)?;
@@ -307,9 +353,11 @@ impl PyVectorIndex {
                 &owned[..]
             }
         };
-        let hits = self.read(py, |ix| {
-            ix.search(q, k.min(ix.len().max(1)), filter.as_ref(), ef)
-        })?;
+        let (hits, numbering) = self.read(py, |ix| {
+            let hits = ix.search(q, k.min(ix.len().max(1)), filter.as_ref(), ef);
+            (hits, ix.numbering())
+        });
+        let hits = hits?;
         let construct = constructor(result)?;
         let no_args = PyTuple::empty(py);
         let keys = [
@@ -319,7 +367,14 @@ impl PyVectorIndex {
         ];
         let out = PyList::empty(py);
         let mut missing = Vec::new();
-        for hit in hits {
+        // Taken before any object is made: a finalizer run meanwhile may query again.
+        let found: Vec<Option<Bound<'py, PyString>>> = {
+            let texts = self.texts.lock().unwrap_or_else(PoisonError::into_inner);
+            hits.iter()
+                .map(|h| texts.get(py, numbering, h.slot))
+                .collect()
+        };
+        for (hit, text) in hits.into_iter().zip(found) {
             // `vector` stays the class's default (None); the instance holds the rest.
             // SAFETY: the type's own `tp_new` with an empty tuple returns a new reference, or
             // null with an exception set.
@@ -332,7 +387,7 @@ impl PyVectorIndex {
             let id = PyString::new(py, &hit.id);
             set_attr(&obj, keys[0], &id)?;
             set_attr(&obj, keys[1], &PyFloat::new(py, hit.score as f64))?;
-            match texts.get_item(&id)? {
+            match text {
                 Some(text) => set_attr(&obj, keys[2], &text)?,
                 None => missing.push(id),
             }
@@ -418,6 +473,7 @@ impl PyVectorIndex {
             PyVectorIndex {
                 inner: RwLock::new(index),
                 writers: AtomicUsize::new(0),
+                texts: Mutex::default(),
             },
             generation,
             origin.into(),

@@ -4,17 +4,46 @@
 
 use crate::distance::Metric;
 
-/// A query with what the code distances need of it.
+/// A query with what the code distances need of it: its norm, and itself quantised to 16
+/// bits (`v ≈ step * quantised`), so a code distance is an integer dot product; `error`,
+/// `|v - step * quantised|`, bounds what that quantisation moves it.
 pub(crate) struct Query<'a> {
     pub(crate) v: &'a [f32],
     pub(crate) norm: f32,
+    quantised: Vec<i16>,
+    step: f32,
+    error: f32,
 }
 
 impl<'a> Query<'a> {
     pub(crate) fn new(v: &'a [f32]) -> Query<'a> {
+        let top = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        // The integer sum must fit an i32: |sum| <= 127 * dim * limit.
+        let limit = (i32::MAX as usize / (127 * v.len().max(1))).clamp(1, i16::MAX as usize);
+        let limit = limit as f32;
+        let (step, inv) = if top > 0.0 {
+            (top / limit, limit / top)
+        } else {
+            (0.0, 0.0)
+        };
+        let quantised: Vec<i16> = v
+            .iter()
+            .map(|x| {
+                let y = (x * inv).clamp(-limit, limit);
+                (y + 0.5f32.copysign(y)) as i16
+            })
+            .collect();
+        let error: f64 = v
+            .iter()
+            .zip(&quantised)
+            .map(|(&x, &c)| (x as f64 - step as f64 * c as f64).powi(2))
+            .sum();
         Query {
             v,
             norm: crate::distance::dot(v, v).sqrt(),
+            quantised,
+            step,
+            error: error.sqrt() as f32,
         }
     }
 }
@@ -117,7 +146,8 @@ impl Codes {
 
     #[inline]
     pub(crate) fn distance(&self, metric: Metric, q: &Query, slot: usize, dim: usize) -> f32 {
-        let d = crate::distance::dot_codes(q.v, self.of(slot, dim)) * self.scales[slot];
+        let d = crate::distance::dot_codes(&q.quantised, self.of(slot, dim)) as f32
+            * (q.step * self.scales[slot]);
         match metric {
             Metric::Euclidean => q.norm * q.norm + self.norms[slot] - 2.0 * d,
             Metric::Cosine | Metric::DotProduct => -d,
@@ -125,16 +155,16 @@ impl Codes {
     }
 
     /// How far [`Codes::distance`] can be from the float distance, float rounding included
-    /// (the per-vector part of it is folded into `residuals` and `norm_gaps`).
+    /// (the per-vector part of it is folded into `residuals` and `norm_gaps`): the codes'
+    /// error `|q| |v - v̂|`, and the query's quantisation error `|q - q̂| |v̂|`.
     #[inline]
     pub(crate) fn bound(&self, metric: Metric, q: &Query, slot: usize) -> f32 {
+        let dot = q.norm * self.residuals[slot] + q.error * self.norms[slot].sqrt();
         match metric {
             Metric::Euclidean => {
-                2.0 * q.norm * self.residuals[slot]
-                    + self.norm_gaps[slot]
-                    + ROUNDING * (1.0 + q.norm * q.norm)
+                2.0 * dot + self.norm_gaps[slot] + ROUNDING * (1.0 + q.norm * q.norm)
             }
-            Metric::Cosine | Metric::DotProduct => q.norm * self.residuals[slot] + ROUNDING,
+            Metric::Cosine | Metric::DotProduct => dot + ROUNDING,
         }
     }
 }

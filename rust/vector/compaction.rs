@@ -54,7 +54,9 @@ impl VectorIndex {
         graph.link_pending(n_relink);
         // Plans made against the old graph must not fit the new one.
         graph.epoch += self.graph.epoch + 1;
+        let numbering = self.numbering + 1;
         *self = VectorIndex::from_graph(graph, ids, records);
+        self.numbering = numbering;
     }
 }
 

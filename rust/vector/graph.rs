@@ -181,6 +181,12 @@ impl Graph {
             .distance(self.params.metric, q, slot as usize, self.params.dim)
     }
 
+    /// How far [`Graph::approx`] can be from [`Graph::dist`].
+    #[inline]
+    pub(crate) fn bound(&self, q: &Query, slot: u32) -> f32 {
+        self.codes.bound(self.params.metric, q, slot as usize)
+    }
+
     /// Bytes held by the codes and their per-vector terms.
     pub(crate) fn codes_bytes(&self) -> usize {
         let c = &self.codes;
@@ -191,10 +197,22 @@ impl Graph {
                 .sum::<usize>()
     }
 
-    /// Starts loading a slot's codes.
+    /// Starts loading a slot's codes and its scale.
     #[inline]
     pub(crate) fn prefetch_codes(&self, slot: u32) {
         prefetch(self.codes.of(slot as usize, self.params.dim));
+        prefetch(&self.codes.scales[slot as usize..slot as usize + 1]);
+    }
+
+    /// Starts loading what [`Graph::bound`] reads of a slot.
+    #[inline]
+    pub(crate) fn prefetch_bound(&self, slot: u32) {
+        let (s, c) = (slot as usize, &self.codes);
+        prefetch(&c.residuals[s..s + 1]);
+        prefetch(&c.norms[s..s + 1]);
+        if self.params.metric == crate::distance::Metric::Euclidean {
+            prefetch(&c.norm_gaps[s..s + 1]);
+        }
     }
 
     pub(crate) fn draw_level(&mut self) -> usize {

@@ -49,6 +49,8 @@ pub struct MemoryUse {
 pub struct Hit {
     pub id: String,
     pub score: f32,
+    /// Where the vector lives, valid while [`VectorIndex::numbering`] stays the same.
+    pub slot: u32,
 }
 
 pub struct VectorIndex {
@@ -59,6 +61,8 @@ pub struct VectorIndex {
     pub(crate) postings: Postings,
     /// What the index files hold of it (see `persist`).
     pub(crate) journal: Mutex<persist::Journal>,
+    /// How many times the slots were numbered anew (by compaction).
+    pub(crate) numbering: u64,
 }
 
 impl VectorIndex {
@@ -99,7 +103,19 @@ impl VectorIndex {
             records,
             postings,
             journal: Mutex::default(),
+            numbering: 0,
         }
+    }
+
+    /// Changes whenever the slots are numbered anew: what is kept by slot outside the index
+    /// (a [`Hit::slot`], [`VectorIndex::slot`]) holds only while it stays the same.
+    pub fn numbering(&self) -> u64 {
+        self.numbering
+    }
+
+    /// The slot of the live vector `id`.
+    pub fn slot(&self, id: &str) -> Option<u32> {
+        self.ids.find(id)
     }
 
     pub fn dim(&self) -> usize {
@@ -249,6 +265,7 @@ impl VectorIndex {
             .map(|n| Hit {
                 id: self.ids.get(n.slot).to_string(),
                 score: metric.score(n.dist),
+                slot: n.slot,
             })
             .collect()
     }

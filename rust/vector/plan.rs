@@ -15,9 +15,12 @@ pub const EF_FILTERED: usize = 32;
 pub const WIDE_SELECTIVITY: f64 = 0.1;
 /// Upper bound on the breadth after raising it for a selective filter.
 pub const EF_MAX: usize = 2048;
-/// How many vectors an exact scan reads for the cost of one a graph search reads: the scan
-/// walks a slot list in order with prefetching, the graph jumps around memory.
-pub const SCAN_ADVANTAGE: f64 = 2.0;
+/// How many vectors an exact scan reads for the cost of one step of a filtered graph walk: a
+/// step measures the unseen neighbours of the slot it expands (about half of a level-0 list of
+/// 32 at M = 16) wherever they lie in memory, while the scan reads a slot list in order with
+/// prefetching. Measured on 50k x 128 (M = 16, breadth 32): the scan of the allowed vectors
+/// costs 0.5x the walk at 10 % selectivity, 1.0-1.2x at 20 %, 1.6x at 30 %.
+pub const SCAN_ADVANTAGE: f64 = 40.0;
 
 /// What the planner reads: counts, worked out by the search beside the index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,8 +73,9 @@ pub fn plan(counts: Counts, k: usize, ef: Option<usize>) -> Plan {
 }
 
 /// Whether scanning the `allowed` vectors costs less than a graph search of breadth `ef`,
-/// which reads about `ef / selectivity` vectors to collect `ef` allowed ones. So a resource
-/// of 10,000 vectors is scanned in an index of a million (1 %) but searched in one of 100,000.
+/// which takes about `ef / selectivity` steps to collect `ef` allowed ones. So 10 % of 50,000
+/// vectors are scanned and 30 % searched; of a million, 10,000 are scanned and 300,000
+/// searched.
 pub(crate) fn scan_beats_graph(allowed: usize, live: usize, ef: usize) -> bool {
     let graph_reads = ef as f64 * live as f64 / allowed.max(1) as f64;
     allowed <= EXACT_MAX || allowed as f64 <= SCAN_ADVANTAGE * graph_reads
@@ -112,11 +116,16 @@ mod tests {
             1_000_000,
             filtered_ef(None, 4, 10_000, 1_000_000)
         ));
-        assert!(!scan_beats_graph(
-            10_000,
-            100_000,
-            filtered_ef(None, 4, 10_000, 100_000)
+        assert!(scan_beats_graph(
+            5_000,
+            50_000,
+            filtered_ef(None, 4, 5_000, 50_000)
         ));
-        assert!(!scan_beats_graph(100_000, 1_000_000, EF_FILTERED));
+        assert!(!scan_beats_graph(
+            15_000,
+            50_000,
+            filtered_ef(None, 4, 15_000, 50_000)
+        ));
+        assert!(!scan_beats_graph(300_000, 1_000_000, EF_FILTERED));
     }
 }

@@ -2,6 +2,8 @@
 //! planner chose from the counts worked out here (slot lists, or a sample of records for a
 //! filter they cannot bound).
 
+use std::collections::BinaryHeap;
+
 use crate::filter::Filter;
 use crate::vector::graph::{Near, Query};
 use crate::vector::plan::{measured_base, plan, Counts, Plan, EF_DEFAULT};
@@ -234,24 +236,58 @@ fn allowed_from(
     }
 }
 
-/// The exact `k` closest of `slots` (query already prepared), closest first: the codes are
-/// scanned, then [`Graph::rerank`](crate::vector::graph::Graph::rerank) measures the few that can
-/// matter with their float vectors.
+/// The exact `k` closest of `slots` (query already prepared), closest first. One pass over
+/// the codes keeps the `k` best upper bounds of the distances and, as a shortlist, every slot
+/// whose lower bound does not exceed the `k`-th of them; then
+/// [`Graph::measure`](crate::vector::graph::Graph::measure) measures the few that can matter
+/// with their float vectors.
 pub fn exact(index: &VectorIndex, query: &[f32], k: usize, slots: Vec<u32>) -> Vec<Near> {
+    if k == 0 || slots.is_empty() {
+        return Vec::new();
+    }
     let g = &index.graph;
     let q = Query::new(query);
-    let mut coarse: Vec<Near> = Vec::with_capacity(slots.len());
+    let mut uppers: BinaryHeap<Upper> = BinaryHeap::with_capacity(k + 1);
+    let mut shortlist: Vec<Near> = Vec::new();
     for (i, &slot) in slots.iter().enumerate() {
         // The slots are scattered: start loading a few ahead of the one measured.
         if let Some(&ahead) = slots.get(i + PREFETCH_AHEAD) {
             g.prefetch_codes(ahead);
+            g.prefetch_bound(ahead);
         }
-        coarse.push(Near {
-            dist: g.approx(&q, slot),
-            slot,
-        });
+        let (dist, bound) = (g.approx(&q, slot), g.bound(&q, slot));
+        let upper = Upper(dist + bound);
+        if uppers.len() < k {
+            uppers.push(upper);
+        } else if uppers.peek().is_some_and(|w| upper < *w) {
+            uppers.pop();
+            uppers.push(upper);
+        }
+        let lower = dist - bound;
+        if uppers.len() < k || uppers.peek().is_some_and(|w| lower <= w.0) {
+            shortlist.push(Near { dist: lower, slot });
+        }
     }
-    g.rerank(&q, k, &coarse)
+    // The cut only fell while the pass went on: drop what an early, looser one let in.
+    let cut = uppers.peek().map_or(f32::INFINITY, |w| w.0);
+    shortlist.retain(|lower| lower.dist <= cut);
+    g.measure(&q, k, shortlist)
+}
+
+/// An upper bound of a distance, ordered totally (NaN last), for the heap of the `k` best.
+#[derive(Clone, Copy, PartialEq)]
+struct Upper(f32);
+
+impl Eq for Upper {}
+impl Ord for Upper {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+impl PartialOrd for Upper {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 /// How many slots ahead the exact scan prefetches.

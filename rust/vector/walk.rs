@@ -61,25 +61,33 @@ impl Visited {
 impl Graph {
     /// The exact `k` nearest of slots measured on their codes (`(code distance, slot)`),
     /// nearest first. Only slots whose error bound reaches the `k`-th best upper bound are
-    /// measured with their float vectors, nearest lower bound first until none can beat the
-    /// `k`-th: the same answer as measuring them all.
+    /// measured with their float vectors (see [`Graph::measure`]): the same answer as
+    /// measuring them all.
     pub(crate) fn rerank(&self, q: &Query, k: usize, coarse: &[Near]) -> Vec<Near> {
         if coarse.is_empty() || k == 0 {
             return Vec::new();
         }
-        let metric = self.params.metric;
-        let bound = |c: &Near| self.codes.bound(metric, q, c.slot as usize);
-        let mut uppers: Vec<f32> = coarse.iter().map(|c| c.dist + bound(c)).collect();
+        let mut uppers: Vec<f32> = coarse
+            .iter()
+            .map(|c| c.dist + self.bound(q, c.slot))
+            .collect();
         let kth = k.min(uppers.len()) - 1;
         let cut = *uppers.select_nth_unstable_by(kth, |a, b| a.total_cmp(b)).1;
-        let mut shortlist: Vec<Near> = coarse
+        let shortlist: Vec<Near> = coarse
             .iter()
             .map(|c| Near {
-                dist: c.dist - bound(c),
+                dist: c.dist - self.bound(q, c.slot),
                 slot: c.slot,
             })
             .filter(|lower| lower.dist <= cut)
             .collect();
+        self.measure(q, k, shortlist)
+    }
+
+    /// The exact `k` nearest of `shortlist` (lower bounds of their distances, every slot
+    /// that can be among the `k` nearest): measured with their float vectors, nearest lower
+    /// bound first until none can beat the `k`-th.
+    pub(crate) fn measure(&self, q: &Query, k: usize, mut shortlist: Vec<Near>) -> Vec<Near> {
         shortlist.sort_unstable();
         let mut heap: BinaryHeap<Near> = BinaryHeap::with_capacity(k + 1);
         for lower in &shortlist {

@@ -409,7 +409,7 @@ class HnswVectorStore(AsyncTwins):
         # metadata text, decoded only when read.
         flt = None if filter == {} else filter
         results, missing = loaded.index.query(vector, top_k, flt, self.ef_search,
-                                              texts=loaded.metadata, result=QueryResult)
+                                              result=QueryResult)
         if missing:
             fetched = {r[0]: r[1] for r in self.rows.fetch(name, missing)}
             if not self.rows.in_transaction:  # only committed texts are remembered
@@ -717,8 +717,6 @@ class HnswVectorStore(AsyncTwins):
             if loaded is None:
                 return
             loaded.index.remove(ids)
-            for i in ids:
-                loaded.metadata.pop(i, None)
             self._advance(name, loaded, generation, len(ids))
 
     def _link_backlog(self, loaded: Loaded) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
 from typing import Sequence
@@ -22,8 +21,8 @@ PROGRESS_FROM = 20_000
 
 
 class Loaded:
-    """One index held in memory: the graph, the generation it reflects, the last save, and
-    the committed metadata texts of recently written or returned ids."""
+    """One index held in memory: the graph, the generation it reflects, the last save; the
+    index keeps the committed metadata texts of recently written or returned ids."""
 
     def __init__(self, index: _core.VectorIndex, generation: int, saved: int | None,
                  origin: str | None = None) -> None:
@@ -33,7 +32,6 @@ class Loaded:
         self.saved = saved
         self.saved_pending = index.pending  # vectors waiting to be linked, as the file has them
         self.changes = 0
-        self.metadata: dict[str, str] = {}
         self.saving = threading.Lock()  # one save at a time: each appends to what the last wrote
 
     @property
@@ -43,9 +41,8 @@ class Loaded:
         return self.saved != self.generation or self.saved_pending != self.index.pending or self.index.outdated
 
     def remember(self, ids: Sequence[str], texts: Sequence[str]) -> None:
-        self.metadata.update(zip(ids, texts))
-        for stale in list(itertools.islice(self.metadata, max(0, len(self.metadata) - METADATA_CACHE))):
-            del self.metadata[stale]
+        """Keep committed metadata texts beside the index, by slot, for ``query``."""
+        self.index.remember(list(ids), list(texts), METADATA_CACHE)
 
     def apply(self, name: str, delta: Delta, shared: bool) -> None:
         """Replay the database changes ``delta`` of index ``name``. Deletions first, then
@@ -53,8 +50,6 @@ class Loaded:
         texts written are remembered (another process may have replaced a remembered one)."""
         if delta.removed:
             self.index.remove(delta.removed)
-            for i in delta.removed:
-                self.metadata.pop(i, None)
         progress = None
         if delta.total >= PROGRESS_FROM:
             from tqdm import tqdm
