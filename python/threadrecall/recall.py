@@ -165,7 +165,7 @@ def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include],
 
 
 def owned_page(storage: Storage, thread_id: str, check_owner: Callable[[str | None], None] | None,
-               **query: Any) -> tuple[list[MessageRow | ColumnRow], int]:
+               **query: Any) -> tuple[Sequence[MessageRow | ColumnRow], int]:
     """``storage.page(thread_id, **query)``, calling ``check_owner`` first (when given) with the
     resource of the thread (``None`` when there is no such thread): in the same statement
     where the storage has ``owned_page`` (PostgreSQL, whose rows come as ``ColumnRow``), else

@@ -11,6 +11,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from ..types import Message, MessageContent, dumps, to_utc
 
@@ -95,7 +96,8 @@ def messages_of(rows: Sequence[MessageRow | ColumnRow]) -> list[Message]:
     append, new, fill, epoch, micro = out.append, object.__new__, object.__setattr__, _EPOCH, timedelta
     for row in rows:
         if len(row) == 9:
-            role, type_, stored, metadata = row[5], row[6], next(values), next(values)
+            columns: tuple[Any, ...] = row
+            role, type_, stored, metadata = columns[5], columns[6], next(values), next(values)
         else:
             body = next(values)
             role, type_, stored, metadata = body["role"], body["type"], body["content"], body["metadata"]

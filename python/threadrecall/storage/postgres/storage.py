@@ -531,7 +531,8 @@ class PostgresStorage:
             "thread": thread_id, "resource": resource_id, "start": start, "end": end,
             "filter": filter_value(metadata) if metadata else None, "after": after_id,
             "before": before_id, "offset": offset, "limit": limit}, binary=True)
-        # The counts' row has no message id; the page's rows follow it, after four nulls.
+        # The counts' row has no message id; the page's rows (selected as ``ColumnRow``)
+        # follow it, after four nulls.
         rows = [r[4:] for r in found if r[4] is not None]
         total, has_after, has_before, owner = next(r for r in found if r[4] is None)[:4]
         if check_owner is not None:
@@ -541,7 +542,7 @@ class PostgresStorage:
                 raise InvalidArgumentError(f"no message with id {cursor} in thread {thread_id}")
         if forward == descending:
             rows.reverse()
-        return rows, total  # type: ignore[return-value]  (selected as ColumnRow)
+        return rows, total  # type: ignore[return-value]
 
     def window(self, includes: Sequence[tuple[str, int, int]],
                resource_id: str | None = None) -> list[MessageRow]:
