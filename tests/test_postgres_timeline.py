@@ -17,7 +17,7 @@ from psycopg import sql
 from threadrecall import _core
 from threadrecall.errors import InvalidArgumentError
 from threadrecall.storage import DuckDBStorage, PostgresStorage
-from threadrecall.storage.rows import to_micros
+from threadrecall.storage.rows import messages_of, to_micros
 from threadrecall.types import Message, MessageContent, Thread
 
 KEYS = ["k", "n", "x"]
@@ -141,6 +141,28 @@ def test_page_and_window_match_the_timeline(pg, rows, queries, windows, data):
         request = [(f"m{i}", before, after) for i, before, after in includes]
         assert store.window(request, resource) == timeline.window(request, resource)
 
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=specs, queries=page_queries, data=st.data())
+def test_recall_rows_decode_to_the_messages_of_the_page(pg, rows, queries, data):
+    """``owned_page`` hands recall the stored columns of each row, ``page`` one JSON body: both
+    decode to the same messages (NaN, big integers, NUL and key order included), mixed with
+    window rows too, with the same totals."""
+    store, _ = _load(pg, rows)
+    for query in queries:
+        kwargs = {"resource_id": query["resource_id"], "metadata": _filter_from(data, rows),
+                  "descending": query["descending"], "offset": query["offset"], "limit": query["limit"]}
+        page_rows, total = store.page(query["thread"], **kwargs)
+        column_rows, column_total = store.owned_page(query["thread"], None, **kwargs)
+        assert column_total == total and [r[:5] for r in column_rows] == [r[:5] for r in page_rows]
+        expected = [m.to_dict() for m in messages_of(page_rows)]
+        assert [m.to_dict() for m in messages_of(column_rows)] == expected
+        assert [m.to_dict() for m in store.get_messages([r[0] for r in page_rows])] == expected
+        window = store.window([(r[0], 1, 1) for r in page_rows[:2]])
+        mixed = sorted({r[0]: r for r in [*window, *column_rows]}.values(), key=lambda r: (r[3], r[4]))
+        assert ([m.to_dict() for m in messages_of(mixed)]
+                == [m.to_dict() for m in store.get_messages([r[0] for r in mixed])])
 
 def test_every_stored_value_against_every_filter_value(pg):
     """The typed equality, pair by pair: each tricky value stored once, each filter value asked."""

@@ -18,7 +18,7 @@ from typing import Any
 from .config import is_count
 from .errors import InvalidArgumentError
 from .storage.base import Storage
-from .storage.rows import MessageRow, messages_of, to_micros
+from .storage.rows import ColumnRow, MessageRow, messages_of, to_micros
 from .types import Message, RecallResult, check_text, parse_time
 
 __all__ = ["Include", "HistoryQuery", "read_history", "check_thread_id", "owned_page", "owned_window",
@@ -185,10 +185,11 @@ def thread_rows(storage: Storage, thread_id: str, check_owner: Callable[[str | N
 
 
 def owned_page(storage: Storage, thread_id: str, check_owner: Callable[[str | None], None] | None,
-               **query: Any) -> tuple[list[MessageRow], int]:
+               **query: Any) -> tuple[Sequence[MessageRow | ColumnRow], int]:
     """``storage.page(thread_id, **query)``, calling ``check_owner`` first (when given) with the
     resource of the thread (``None`` when there is no such thread): in the same statement
-    where the storage has ``owned_page`` (PostgreSQL), else after a thread lookup.
+    where the storage has ``owned_page`` (PostgreSQL, whose rows come as ``ColumnRow``), else
+    after a thread lookup.
 
     >>> from threadrecall import Memory
     >>> from threadrecall.storage import DuckDBStorage
@@ -200,11 +201,11 @@ def owned_page(storage: Storage, thread_id: str, check_owner: Callable[[str | No
     >>> owners, [r[0] for r in rows], total
     (['u'], ['m3', 'm2'], 4)
     """
-    if check_owner is None:
-        return storage.page(thread_id, **query)
     fused = getattr(storage, "owned_page", None)
     if fused is not None:
         return fused(thread_id, check_owner, **query)
+    if check_owner is None:
+        return storage.page(thread_id, **query)
     thread = storage.get_thread(thread_id)
     check_owner(None if thread is None else thread.resource_id)
     return storage.page(thread_id, **query)
@@ -280,7 +281,7 @@ def _descending(order_by: Mapping[str, Any] | None, per_page: int | bool) -> boo
     return direction == "DESC"
 
 
-def _result(window: Sequence[MessageRow], rows: Sequence[MessageRow], total: int, page: int,
+def _result(window: Sequence[MessageRow], rows: Sequence[MessageRow | ColumnRow], total: int, page: int,
             per_page: int | bool, has_more: bool) -> RecallResult:
     if window:
         merged = {r[0]: r for r in rows}

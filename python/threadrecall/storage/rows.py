@@ -11,10 +11,11 @@ import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from ..types import Message, MessageContent, dumps, to_utc
 
-__all__ = ["MessageRow", "from_micros", "message_of", "messages_of", "new_id", "payload", "to_micros"]
+__all__ = ["ColumnRow", "MessageRow", "from_micros", "message_of", "messages_of", "new_id", "payload", "to_micros"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -22,6 +23,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # payload holds role, type, content and metadata, and seq is the insertion order that breaks
 # ties in created_at.
 MessageRow = tuple[str, str, "str | None", int, int, str]
+# The same message with its body as the stored columns (role, type, content JSON, metadata
+# JSON), as a SQL backend reads them: ``payload`` makes the ``MessageRow`` of it.
+ColumnRow = tuple[str, str, "str | None", int, int, str, str, str, str]
 
 
 def to_micros(value: datetime) -> int:
@@ -66,29 +70,43 @@ def message_of(row: MessageRow) -> Message:
     )
 
 
-def messages_of(rows: Sequence[MessageRow]) -> list[Message]:
-    """Decode rows into Messages, every payload parsed in one pass of the decoder.
+def messages_of(rows: Sequence[MessageRow | ColumnRow]) -> list[Message]:
+    """Decode rows into Messages, every JSON value parsed in one pass of the decoder.
 
-    Stored rows hold values the dataclasses already accepted once, so the objects are filled
-    in directly rather than through their (frozen, field-by-field) constructors.
+    A row is a ``MessageRow`` or a ``ColumnRow`` (its body as the stored columns: nothing to
+    assemble, role and type not parsed at all). Stored rows hold values the dataclasses
+    already accepted once, so the objects are filled in directly rather than through their
+    (frozen, field-by-field) constructors.
 
-    >>> [(m.id, m.text, m.created_at.year) for m in messages_of(
-    ...     [("m1", "t1", "r1", 1_700_000_000_000_000, 1, payload("user", "text", '{"parts": [], "text": "Hi"}', "{}"))])]
-    [('m1', 'Hi', 2023)]
+    >>> [(m.id, m.role, m.text, m.created_at.year) for m in messages_of([
+    ...     ("m1", "t1", "r1", 1_700_000_000_000_000, 1, payload("user", "text", '{"parts": [], "text": "Hi"}', "{}")),
+    ...     ("m2", "t1", "r1", 1_700_000_000_000_001, 2, "assistant", "text", '{"parts": [], "text": "Yes"}', "{}")])]
+    [('m1', 'user', 'Hi', 2023), ('m2', 'assistant', 'Yes', 2023)]
     """
     if not rows:
         return []
-    bodies = json.loads("[" + ",".join([row[5] for row in rows]) + "]")
+    texts: list[str] = []
+    for row in rows:
+        if len(row) == 9:
+            texts += row[7:]
+        else:
+            texts.append(row[5])
+    values = iter(json.loads("[" + ",".join(texts) + "]"))
     out: list[Message] = []
     append, new, fill, epoch, micro = out.append, object.__new__, object.__setattr__, _EPOCH, timedelta
-    for (mid, thread_id, resource_id, micros, _seq, _payload), body in zip(rows, bodies):
-        stored = body["content"]
+    for row in rows:
+        if len(row) == 9:
+            columns: tuple[Any, ...] = row
+            role, type_, stored, metadata = columns[5], columns[6], next(values), next(values)
+        else:
+            body = next(values)
+            role, type_, stored, metadata = body["role"], body["type"], body["content"], body["metadata"]
         content = new(MessageContent)
         fill(content, "__dict__", {"parts": stored.get("parts") or [], "text": stored.get("text")})
         message = new(Message)
         fill(message, "__dict__", {
-            "id": mid, "thread_id": thread_id, "resource_id": resource_id, "role": body["role"],
-            "content": content, "created_at": epoch + micro(0, 0, micros), "type": body["type"],
-            "metadata": body["metadata"]})
+            "id": row[0], "thread_id": row[1], "resource_id": row[2], "role": role, "content": content,
+            "created_at": epoch + micro(0, 0, row[3]), "type": type_, "metadata": metadata})
         append(message)
     return out
+

@@ -254,19 +254,30 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
         cond.append("(m.created_at, m.seq) < (SELECT created_at, seq FROM b)")
     where = " AND ".join(cond)
     direction = "" if forward else " DESC"
-    with_ = "WITH " + ", ".join(ctes) if ctes else ""
     has_a = "EXISTS (SELECT 1 FROM a)" if after else "TRUE"
     has_b = "EXISTS (SELECT 1 FROM b)" if before else "TRUE"
     owned = "(SELECT resource_id FROM {s}.threads WHERE id = (SELECT %(thread)s::text))" if owner else "NULL::text"
+    order = f"ORDER BY m.created_at{direction}, m.seq{direction}"
+    window = "OFFSET (SELECT %(offset)s::bigint) LIMIT (SELECT %(limit)s::bigint)"
+    counted = f"(SELECT count(*) FROM {{s}}.messages m WHERE {where})"
+    if metadata:
+        # The filter reads every row of the thread from the heap: the page's rows come with
+        # the count of all that pass (one pass, where a separate count would read them again);
+        # only a page past the last of them counts on its own.
+        ctes.append(f"p AS MATERIALIZED (SELECT count(*) OVER () AS n, {PAGE_COLUMNS} "
+                    f"FROM {{s}}.messages m WHERE {where} {order} {window})")
+        total = f"coalesce((SELECT n FROM p LIMIT 1), {counted})"
+        rows = f"SELECT NULL, NULL, NULL, NULL, {PAGE_COLUMNS} FROM p m {order}"
+    else:
+        total = counted
+        rows = f"SELECT NULL, NULL, NULL, NULL, {PAGE_COLUMNS} FROM {{s}}.messages m WHERE {where} {order} {window}"
+    with_ = "WITH " + ", ".join(ctes) if ctes else ""
     return f"""
     {with_}
-    (SELECT count(*), {has_a}, {has_b}, {owned}, NULL::text, NULL::text, NULL::text, NULL::bigint,
-            NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text
-     FROM {{s}}.messages m WHERE {where})
+    (SELECT {total}, {has_a}, {has_b}, {owned}, NULL::text, NULL::text, NULL::text, NULL::bigint,
+            NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text)
     UNION ALL
-    (SELECT NULL, NULL, NULL, NULL, {PAGE_COLUMNS} FROM {{s}}.messages m WHERE {where}
-     ORDER BY m.created_at{direction}, m.seq{direction}
-     OFFSET (SELECT %(offset)s::bigint) LIMIT (SELECT %(limit)s::bigint))
+    ({rows})
     """
 
 

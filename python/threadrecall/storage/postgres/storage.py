@@ -29,7 +29,7 @@ from ...errors import InvalidArgumentError, ThreadNotFoundError
 from ...types import Message, Resource, Thread, ThreadPage, to_utc
 from ..base import Changes
 from ..replica import Replica
-from ..rows import MessageRow, messages_of, payload
+from ..rows import ColumnRow, MessageRow, messages_of, payload
 from ..thread_filter import validate_thread_filter
 from ..thread_listing import check_thread_paging, thread_order
 from ..thread_owners import missing_thread, owned
@@ -490,19 +490,21 @@ class PostgresStorage:
              before_id: str | None = None) -> tuple[list[MessageRow], int]:
         """Rows of one thread and how many pass the filters, by ``Timeline.page``'s rules, in
         one statement."""
-        return self._page(thread_id, resource_id, start, start_exclusive, end, end_exclusive,
-                          metadata, descending, offset, limit, after_id, before_id, None)
+        rows, total = self._page(thread_id, resource_id, start, start_exclusive, end, end_exclusive,
+                                 metadata, descending, offset, limit, after_id, before_id, None)
+        return [(r[0], r[1], r[2], r[3], r[4], payload(r[5], r[6], r[7], r[8])) for r in rows], total
 
-    def owned_page(self, thread_id: str, check_owner: Callable[[str | None], None], *,
+    def owned_page(self, thread_id: str, check_owner: Callable[[str | None], None] | None, *,
                    resource_id: str | None = None, start: int | None = None,
                    start_exclusive: bool = False, end: int | None = None,
                    end_exclusive: bool = False, metadata: Mapping[str, Any] | None = None,
                    descending: bool = False, offset: int = 0, limit: int | None = None,
                    after_id: str | None = None,
-                   before_id: str | None = None) -> tuple[list[MessageRow], int]:
-        """``page()``, with the resource of the thread read by the same statement:
-        ``check_owner`` gets it (``None`` when there is no such thread) before any error
-        about the cursors is raised or any row is returned."""
+                   before_id: str | None = None) -> tuple[list[ColumnRow], int]:
+        """``page()`` as recall reads it: the rows as ``ColumnRow`` (their stored columns, for
+        ``messages_of``), and, when ``check_owner`` is given, the resource of the thread read
+        by the same statement: ``check_owner`` gets it (``None`` when there is no such
+        thread) before any error about the cursors is raised or any row is returned."""
         return self._page(thread_id, resource_id, start, start_exclusive, end, end_exclusive,
                           metadata, descending, offset, limit, after_id, before_id, check_owner)
 
@@ -510,7 +512,7 @@ class PostgresStorage:
               start_exclusive: bool, end: int | None, end_exclusive: bool,
               metadata: Mapping[str, Any] | None, descending: bool, offset: int,
               limit: int | None, after_id: str | None, before_id: str | None,
-              check_owner: Callable[[str | None], None] | None) -> tuple[list[MessageRow], int]:
+              check_owner: Callable[[str | None], None] | None) -> tuple[list[ColumnRow], int]:
         if metadata is not None:
             _core.validate_metadata_filter(metadata)
         offset = checked_count("offset", offset)
@@ -529,17 +531,18 @@ class PostgresStorage:
             "thread": thread_id, "resource": resource_id, "start": start, "end": end,
             "filter": filter_value(metadata) if metadata else None, "after": after_id,
             "before": before_id, "offset": offset, "limit": limit}, binary=True)
+        # The counts' row has no message id; the page's rows (selected as ``ColumnRow``)
+        # follow it, after four nulls.
+        rows = [r[4:] for r in found if r[4] is not None]
         total, has_after, has_before, owner = next(r for r in found if r[4] is None)[:4]
         if check_owner is not None:
             check_owner(owner)
         for ok, cursor in ((has_after, after_id), (has_before, before_id)):
             if not ok:
                 raise InvalidArgumentError(f"no message with id {cursor} in thread {thread_id}")
-        rows = [(r[4], r[5], r[6], r[7], r[8], payload(r[9], r[10], r[11], r[12]))
-                for r in found if r[4] is not None]
         if forward == descending:
             rows.reverse()
-        return rows, total
+        return rows, total  # type: ignore[return-value]
 
     def window(self, includes: Sequence[tuple[str, int, int]],
                resource_id: str | None = None) -> list[MessageRow]:
