@@ -67,7 +67,7 @@ def test_rows_deferred_one_after_another_run_as_one_insert(db):
     with db.transaction() as tx:
         db.defer_rows("t", "(?)", [1])
         db.defer_rows("t", "(?)", [2, 3])
-        assert [sql for sql, _ in tx.deferred] == ["INSERT INTO t VALUES (?), (?), (?)"]
+        assert [rows.sql for rows in tx.deferred] == ["INSERT INTO t VALUES (?), (?), (?)"]
         db.defer("DELETE FROM t WHERE x = ?", [2])
         db.defer_rows("t", "(?)", [4])  # after another statement: a statement of its own
         assert len(tx.deferred) == 3
@@ -76,6 +76,15 @@ def test_rows_deferred_one_after_another_run_as_one_insert(db):
         db.defer_rows("t", "(?)", [5])
         db.defer_rows("t", "(?)", [1])  # a duplicate in the merged insert: nothing of it lands
     assert values(db) == [1, 3, 4]
+
+
+def test_rows_with_expressions_run_as_one_insert_statement(db):
+    with db.transaction() as tx:
+        db.defer_rows("t", "(? + 10)", [1])
+        db.defer_rows("t", "(? + 10)", [2])
+        assert [rows.sql for rows in tx.deferred] == ["INSERT INTO t VALUES (? + 10), (? + 10)"]
+    assert values(db) == [11, 12]
+    assert not db._appenders  # an expression is no plain value: nothing was appended
 
 
 def test_appended_rows_land_exactly_and_a_failing_batch_lands_nothing(tmp_path):

@@ -285,15 +285,40 @@ class Database:
             self._conn.close()
 
 
-class _Rows(list):  # type: ignore[type-arg]
-    """The flat values of rows deferred into one table (the parameters of their ``INSERT``),
-    with what it takes to append them instead: the table and the values per row."""
+class _Rows:
+    """Rows deferred into one table right after each other, as flat values (one per
+    placeholder of ``row``): one ``INSERT ... VALUES row, row, ...``, or, when every
+    placeholder of ``row`` is a bare ``?``, the table's appender, whose flush applies them in
+    the open transaction (or in an auto-commit of their own) without a statement to plan."""
 
-    __slots__ = ("table", "width")
+    __slots__ = ("table", "row", "width", "values")
 
-    def __init__(self, values: Sequence[Any], table: str, width: int) -> None:
-        super().__init__(values)
-        self.table, self.width = table, width
+    def __init__(self, table: str, row: str, params: Sequence[Any]) -> None:
+        self.table, self.row, self.width = table, row, row.count("?")
+        self.values = list(params)
+
+    @property
+    def count(self) -> int:
+        return len(self.values) // self.width
+
+    @property
+    def sql(self) -> str:
+        return f"INSERT INTO {self.table} VALUES " + ", ".join([self.row] * self.count)
+
+    def run(self, cursor: duckdb.DuckDBPyConnection, appenders: dict[str, Any]) -> None:
+        if self.row.replace(" ", "") != "(" + ",".join("?" * self.width) + ")":  # not plain values
+            cursor.execute(self.sql, self.values)
+            return
+        appender = appenders.get(self.table)
+        if appender is None:
+            appender = appenders[self.table] = cursor.appender(self.table)
+        values, width = self.values, self.width
+        appender.append_rows([values[i:i + width] for i in range(0, len(values), width)])
+        try:
+            appender.flush()
+        except BaseException:
+            appender.clear()  # nothing of a failed flush is kept for the next one
+            raise
 
 
 class _Writer:
@@ -301,33 +326,24 @@ class _Writer:
     the deferred statements before any other, so reads see them; ``finish`` commits, and a
     transaction whose only statements are one deferred write runs it in auto-commit."""
 
-    __slots__ = ("cursor", "appenders", "begun", "deferred", "rows", "merged")
+    __slots__ = ("cursor", "appenders", "begun", "deferred")
 
     def __init__(self, cursor: duckdb.DuckDBPyConnection, appenders: dict[str, Any]) -> None:
         self.cursor = cursor
         self.appenders = appenders
         self.begun = False
-        self.deferred: list[tuple[str, Sequence[Any]]] = []
-        self.rows: tuple[str, str] | None = None  # (table, row) of the last deferred, if an insert of rows
-        self.merged = 0  # rows in it
+        self.deferred: list[tuple[str, Sequence[Any]] | _Rows] = []
 
     def defer(self, sql: str, params: Sequence[Any]) -> None:
         self.deferred.append((sql, params))
-        self.rows = None
 
     def defer_rows(self, table: str, row: str, params: Sequence[Any]) -> None:
-        width = row.count("?")
-        count = len(params) // width
-        if self.deferred and self.rows == (table, row) and self.merged + count <= MERGED_ROWS:
-            sql, earlier = self.deferred[-1]
-            earlier.extend(params)  # type: ignore[attr-defined]
-            self.deferred[-1] = (sql + ", " + ", ".join([row] * count), earlier)
-            self.merged += count
+        last = self.deferred[-1] if self.deferred else None
+        if (isinstance(last, _Rows) and (last.table, last.row) == (table, row)
+                and last.count + len(params) // last.width <= MERGED_ROWS):
+            last.values.extend(params)
             return
-        plain = row.replace("?", "").replace(",", "").replace(" ", "") == "()"
-        values = _Rows(params, table, width) if plain else list(params)
-        self.deferred.append((f"INSERT INTO {table} VALUES " + ", ".join([row] * count), values))
-        self.rows, self.merged = (table, row), count
+        self.deferred.append(_Rows(table, row, params))
 
     def execute(self, sql: str, params: Any = None) -> duckdb.DuckDBPyConnection:
         self._ready()
@@ -345,28 +361,17 @@ class _Writer:
             self.cursor.execute("BEGIN TRANSACTION")
             self.begun = True
         while self.deferred:
-            self._run(*self.deferred.pop(0))
+            self._run(self.deferred.pop(0))
 
-    def _run(self, sql: str, params: Sequence[Any]) -> None:
-        """A deferred statement; rows of plain values through the table's appender, whose
-        flush applies them in the open transaction (or in an auto-commit of their own)."""
-        if not isinstance(params, _Rows):
-            self.cursor.execute(sql, params)
-            return
-        appender = self.appenders.get(params.table)
-        if appender is None:
-            appender = self.appenders[params.table] = self.cursor.appender(params.table)
-        width = params.width
-        appender.append_rows([params[i:i + width] for i in range(0, len(params), width)])
-        try:
-            appender.flush()
-        except BaseException:
-            appender.clear()  # nothing of a failed flush is kept for the next one
-            raise
+    def _run(self, deferred: tuple[str, Sequence[Any]] | _Rows) -> None:
+        if isinstance(deferred, _Rows):
+            deferred.run(self.cursor, self.appenders)
+        else:
+            self.cursor.execute(*deferred)
 
     def finish(self) -> None:
         if not self.begun and len(self.deferred) == 1:
-            self._run(*self.deferred.pop())  # auto-commit: its own durable transaction
+            self._run(self.deferred.pop())  # auto-commit: its own durable transaction
             return
         if self.begun or self.deferred:
             self._ready()
