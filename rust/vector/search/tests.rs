@@ -359,46 +359,76 @@ proptest! {
     #[test]
     fn filtered_search_equals_evaluating_every_record(filters in prop::collection::vec(arb_filter(), 4)) {
         // seed 31 for data; 400 vectors, then 100 rewritten with new metadata and 60 removed
-        let n = 400;
-        let data = clustered(31, n, 8, 6);
-        let mut idx = VectorIndex::new(8, Metric::Cosine, 8, 40, 2).unwrap();
-        let flat: Vec<f32> = data.iter().flatten().copied().collect();
-        let names: Vec<String> = (0..n).map(|i| format!("v{i}")).collect();
-        idx.add(names.clone(), &flat, (0..n).map(|i| meta(i, 0)).collect()).unwrap();
-        idx.link_pending(usize::MAX);
-        let rewritten: Vec<usize> = (0..n).step_by(4).collect();
-        idx.add(
-            rewritten.iter().map(|&i| names[i].clone()).collect(),
-            &rewritten.iter().flat_map(|&i| data[i].clone()).collect::<Vec<f32>>(),
-            rewritten.iter().map(|&i| meta(i, 1)).collect(),
-        ).unwrap();
-        let removed: Vec<String> = (0..n).step_by(7).map(|i| names[i].clone()).collect();
-        idx.remove(&removed);
-        let current = |i: usize| {
-            Record::from_input(meta(i, if i.is_multiple_of(4) { 1 } else { 0 }))
-        };
+        let data = clustered(31, 400, 8, 6);
+        let (idx, names) = rewritten_index(&data, meta, 7);
+        let mut q = data[5].clone();
+        Metric::Cosine.prepare(&mut q);
         for input in filters {
-            let f = filter(input);
-            let mut want: Vec<String> = (0..n)
-                .filter(|&i| i % 7 != 0 && f.matches(&current(i)))
-                .map(|i| names[i].clone())
-                .collect();
-            want.sort();
-            let mut got = idx.ids_where(&f);
-            got.sort();
-            prop_assert_eq!(&got, &want, "{:?}", f);
-            let mut q = data[5].clone();
-            Metric::Cosine.prepare(&mut q);
-            let truth = exact(&idx, &q, 10, allowed_slots(&idx, Some(&f)));
-            prop_assert_eq!(ids(&search(&idx, &q, 10, Some(&f), None), &idx), ids(&truth, &idx));
-            let (_, candidates) = plan_for(&idx, 10, Some(&f), None);
-            let walked = graph_search(&idx, &q, 10, 64, Some(&f), candidates.as_ref());
-            prop_assert!(walked.len() <= truth.len());
-            for id in ids(&walked, &idx) {
-                prop_assert!(want.contains(&id), "{} does not pass {:?}", id, f);
-            }
+            check_filter(&idx, &names, &filter(input), 7, meta, &q)?;
         }
     }
+}
+
+/// An index of `data` with `meta(i, 0)`, linked; then every 4th vector rewritten with
+/// `meta(i, 1)` (left unlinked) and every `removed`th removed.
+fn rewritten_index(
+    data: &[Vec<f32>],
+    meta: fn(usize, usize) -> Input,
+    removed: usize,
+) -> (VectorIndex, Vec<String>) {
+    let n = data.len();
+    let mut idx = VectorIndex::new(8, Metric::Cosine, 8, 40, 2).unwrap();
+    let flat: Vec<f32> = data.iter().flatten().copied().collect();
+    let names: Vec<String> = (0..n).map(|i| format!("v{i}")).collect();
+    idx.add(names.clone(), &flat, (0..n).map(|i| meta(i, 0)).collect())
+        .unwrap();
+    idx.link_pending(usize::MAX);
+    let rewritten: Vec<usize> = (0..n).step_by(4).collect();
+    idx.add(
+        rewritten.iter().map(|&i| names[i].clone()).collect(),
+        &rewritten
+            .iter()
+            .flat_map(|&i| data[i].clone())
+            .collect::<Vec<f32>>(),
+        rewritten.iter().map(|&i| meta(i, 1)).collect(),
+    )
+    .unwrap();
+    let gone: Vec<String> = (0..n).step_by(removed).map(|i| names[i].clone()).collect();
+    idx.remove(&gone);
+    (idx, names)
+}
+
+/// `f` over an index of `rewritten_index`: its ids those of the records evaluated one by one,
+/// its top 10 for `q` the exact filtered top 10, and a graph walk returns only passing ids.
+fn check_filter(
+    idx: &VectorIndex,
+    names: &[String],
+    f: &Filter,
+    removed: usize,
+    meta: fn(usize, usize) -> Input,
+    q: &[f32],
+) -> Result<(), TestCaseError> {
+    let current = |i: usize| Record::from_input(meta(i, usize::from(i.is_multiple_of(4))));
+    let mut want: Vec<String> = (0..names.len())
+        .filter(|&i| i % removed != 0 && f.matches(&current(i)))
+        .map(|i| names[i].clone())
+        .collect();
+    want.sort();
+    let mut got = idx.ids_where(f);
+    got.sort();
+    prop_assert_eq!(&got, &want, "{:?}", f);
+    let truth = exact(idx, q, 10, allowed_slots(idx, Some(f)));
+    prop_assert_eq!(
+        ids(&search(idx, q, 10, Some(f), None), idx),
+        ids(&truth, idx)
+    );
+    let (_, candidates) = plan_for(idx, 10, Some(f), None);
+    let walked = graph_search(idx, q, 10, 64, Some(f), candidates.as_ref());
+    prop_assert!(walked.len() <= truth.len());
+    for id in ids(&walked, idx) {
+        prop_assert!(want.contains(&id), "{} does not pass {:?}", id, f);
+    }
+    Ok(())
 }
 
 // ---- the same against keys of too many values to post (their numbers sorted) ----
@@ -434,33 +464,8 @@ const WIDE: usize = 1600;
 /// Built once: 1,600 vectors, 400 rewritten with new metadata, every 9th removed.
 fn wide_index() -> &'static (VectorIndex, Vec<String>) {
     static INDEX: std::sync::OnceLock<(VectorIndex, Vec<String>)> = std::sync::OnceLock::new();
-    INDEX.get_or_init(|| {
-        // seed 41 for data
-        let data = clustered(41, WIDE, 8, 6);
-        let mut idx = VectorIndex::new(8, Metric::Cosine, 8, 40, 2).unwrap();
-        let flat: Vec<f32> = data.iter().flatten().copied().collect();
-        let names: Vec<String> = (0..WIDE).map(|i| format!("v{i}")).collect();
-        idx.add(
-            names.clone(),
-            &flat,
-            (0..WIDE).map(|i| wide_meta(i, 0)).collect(),
-        )
-        .unwrap();
-        idx.link_pending(usize::MAX);
-        let rewritten: Vec<usize> = (0..WIDE).step_by(4).collect();
-        idx.add(
-            rewritten.iter().map(|&i| names[i].clone()).collect(),
-            &rewritten
-                .iter()
-                .flat_map(|&i| data[i].clone())
-                .collect::<Vec<f32>>(),
-            rewritten.iter().map(|&i| wide_meta(i, 1)).collect(),
-        )
-        .unwrap();
-        let removed: Vec<String> = (0..WIDE).step_by(9).map(|i| names[i].clone()).collect();
-        idx.remove(&removed);
-        (idx, names)
-    })
+    // seed 41 for data
+    INDEX.get_or_init(|| rewritten_index(&clustered(41, WIDE, 8, 6), wide_meta, 9))
 }
 
 fn arb_wide_leaf() -> impl Strategy<Value = Input> {
@@ -488,25 +493,9 @@ proptest! {
     ) {
         let (idx, names) = wide_index();
         prop_assert!(!idx.postings.is_posted("t") && !idx.postings.is_posted("u"));
-        let f = filter(input);
-        let current = |i: usize| Record::from_input(wide_meta(i, usize::from(i.is_multiple_of(4))));
-        let mut want: Vec<String> = (0..WIDE)
-            .filter(|&i| i % 9 != 0 && f.matches(&current(i)))
-            .map(|i| names[i].clone())
-            .collect();
-        want.sort();
-        let mut got = idx.ids_where(&f);
-        got.sort();
-        prop_assert_eq!(&got, &want, "{:?}", f);
         // seed 41 data; the query is vector 5
         let mut q = clustered(41, 6, 8, 6)[5].clone();
         Metric::Cosine.prepare(&mut q);
-        let truth = exact(idx, &q, 10, allowed_slots(idx, Some(&f)));
-        prop_assert_eq!(ids(&search(idx, &q, 10, Some(&f), None), idx), ids(&truth, idx));
-        let (_, candidates) = plan_for(idx, 10, Some(&f), None);
-        let walked = graph_search(idx, &q, 10, 64, Some(&f), candidates.as_ref());
-        for id in ids(&walked, idx) {
-            prop_assert!(want.contains(&id), "{} does not pass {:?}", id, f);
-        }
+        check_filter(idx, names, &filter(input), 9, wide_meta, &q)?;
     }
 }
