@@ -133,7 +133,8 @@ def test_saves_of_one_transaction_share_one_insert(tmp_path):
     reopened.close()
 
 
-WRITER = textwrap.dedent(
+# A process saving to the database of its first argument, printing each acknowledged save.
+WRITER_START = textwrap.dedent(
     """
     import sys
     from threadrecall import Memory
@@ -141,6 +142,11 @@ WRITER = textwrap.dedent(
 
     memory = Memory(storage=DuckDBStorage(sys.argv[1]))
     memory.create_thread("r1", thread_id="t1")
+    """
+)
+
+WRITER = WRITER_START + textwrap.dedent(
+    """
     n = 0
     while True:  # one message per save: a lone deferred insert, auto-committed
         memory.save_messages([{"id": f"m{n}", "thread_id": "t1", "role": "user", "content": f"m {n}"}])
@@ -159,14 +165,8 @@ def test_sigkill_keeps_every_acknowledged_one_message_save(tmp_path):
     assert ids == [f"m{n}" for n in range(len(ids))]
 
 
-MERGING_WRITER = textwrap.dedent(
+MERGING_WRITER = WRITER_START + textwrap.dedent(
     """
-    import sys
-    from threadrecall import Memory
-    from threadrecall.storage import DuckDBStorage
-
-    memory = Memory(storage=DuckDBStorage(sys.argv[1]))
-    memory.create_thread("r1", thread_id="t1")
     memory.create_thread("r1", thread_id="t2")
     n = 0
     while True:  # two saves in one transaction: one merged insert, auto-committed
