@@ -303,10 +303,7 @@ class Memory:
         check_paging(page, per_page)
         check_texts(metadata, "the metadata filter")
         check_texts(order_by, "order_by")
-        if resource_id is not None:
-            if not isinstance(resource_id, str):
-                raise InvalidArgumentError("resource_id must be a string")
-            check_text(resource_id, "resource_id")
+        _check_optional_text(resource_id, "resource_id")
         return self.storage.list_threads(
             resource_id=resource_id, metadata=metadata, page=page, per_page=per_page, order_by=order_by,
         )
@@ -591,10 +588,7 @@ class Memory:
         check_paging(page, per_page)
         for name, value in (("resource_id", resource_id), ("vector_search_string", vector_search_string),
                             ("after_id", after_id), ("before_id", before_id)):
-            if value is not None:
-                if not isinstance(value, str):
-                    raise InvalidArgumentError(f"{name} must be a string, got {type(value).__name__}")
-                check_text(value, name)
+            _check_optional_text(value, name)
         date_range, metadata = _split_filter(filter)
         semantic = config.semantic
         search = semantic is not None and bool(vector_search_string)
@@ -781,10 +775,7 @@ class Memory:
         which decode only the rows that changed since their previous read."""
         self._gate.wait_for_writes()
         check_thread_id(thread_id)
-        if resource_id is not None:
-            if not isinstance(resource_id, str):
-                raise InvalidArgumentError(f"resource_id must be a string, got {type(resource_id).__name__}")
-            check_text(resource_id, "resource_id")
+        _check_optional_text(resource_id, "resource_id")
         _, metadata = _split_filter({"metadata": metadata} if metadata else None)
         check = functools.partial(_owner_is, thread_id, resource_id, False) if resource_id else None
         return thread_rows(self.storage, thread_id, check, resource_id=resource_id, metadata=metadata)
@@ -826,6 +817,14 @@ def _owner_is(thread_id: str, resource_id: str, resource_scope: bool, owner: str
             f"Thread with id {thread_id} is for resource with id {owner} "
             f"but resource {resource_id} was queried."
         )
+
+
+def _check_optional_text(value: Any, name: str) -> None:
+    """``InvalidArgumentError`` unless ``value`` is ``None`` or a string ``check_text`` accepts."""
+    if value is not None:
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"{name} must be a string, got {type(value).__name__}")
+        check_text(value, name)
 
 
 def _split_filter(filter: Any) -> tuple[Mapping[str, Any] | None, dict[str, Any] | None]:
