@@ -111,7 +111,8 @@ class DuckDBStorage:
         self._lagging: dict[str, datetime] = {}  # committed touches not yet in the threads table
         self._feed: collections.deque[Changes] = collections.deque(maxlen=FEED_COMMITS)
         self._position = 0
-        self._load_replica()
+        with db.all_threads():
+            self._load_replica()
 
     @property
     def path(self) -> str:
