@@ -128,7 +128,7 @@ class Database:
                 tx.execute("CREATE TABLE IF NOT EXISTS journal_applied (id INTEGER PRIMARY KEY, "
                            "number BIGINT NOT NULL)")
                 tx.execute("INSERT OR IGNORE INTO journal_applied VALUES (0, 0)")
-            applied = self.fetch_one("SELECT number FROM journal_applied WHERE id = 0")[0]
+            (applied,) = self.cursor().execute("SELECT number FROM journal_applied WHERE id = 0").fetchall()[0]
             journal = Journal(f"{self.path}.journal")
             records = [(n, body) for n, body in journal.records() if n > applied]
             if records and records[0][0] != applied + 1:
@@ -238,7 +238,8 @@ class Database:
         >>> db.close()
         """
         with self._lock:
-            if not self._journalled or self.in_transaction and self._writer.begun:
+            writer = self._writer if self.in_transaction else None
+            if not self._journalled or writer is not None and writer.begun:
                 return
             cursor = self._write_cursor or self._conn.cursor()
             self._write_cursor = cursor
