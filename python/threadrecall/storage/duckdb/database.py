@@ -250,11 +250,13 @@ class Database:
                     entry.run(cursor, self._appenders)
                 cursor.execute("UPDATE journal_applied SET number = ? WHERE id = 0", [self._journal_number])
                 cursor.execute("COMMIT")
-            except duckdb.Error as exc:
+            except BaseException as exc:  # an interrupt too: the write cursor's transaction ends
                 try:
                     cursor.execute("ROLLBACK")
                 except duckdb.Error:
                     pass
+                if not isinstance(exc, duckdb.Error):
+                    raise
                 raise StorageError(f"applying the journal of {self.path} to the database failed "
                                    f"(its writes are kept and applied again): {exc}") from exc
             self._journalled = []
