@@ -43,6 +43,7 @@ class Commits:
     statement commits nothing; one whose only statement was deferred commits it alone)."""
 
     count = 0
+    journalled = 0  # of them, commits made by an append to the journal (none before it existed)
 
     @classmethod
     def install(cls) -> None:
@@ -54,6 +55,14 @@ class Commits:
             finish(self)
 
         database._Writer.finish = counted  # type: ignore[method-assign]
+        append = getattr(database.Database, "_journal_append", None)
+        if append is not None:
+            def journalled(self: database.Database, rows: Any) -> bool:
+                done = append(self, rows)
+                cls.journalled += done
+                return done
+
+            database.Database._journal_append = journalled  # type: ignore[method-assign]
 
 
 class Bench:
@@ -254,30 +263,32 @@ FRAMEWORKS: dict[str, Callable[[Bench], dict[str, Turn]]] = {
 
 # ----------------------------------------------------------------------------- timing
 
-def interleaved(turns: dict[str, Turn], rounds: int,
-                warmup: int = 3) -> tuple[dict[str, list[float]], dict[str, list[float]], float]:
-    """Seconds per turn of each backend, wall-clock and CPU, and threadrecall's commits per turn."""
+def interleaved(turns: dict[str, Turn], rounds: int, warmup: int = 3
+                ) -> tuple[dict[str, list[float]], dict[str, list[float]], tuple[float, float]]:
+    """Seconds per turn of each backend, wall-clock and CPU, and threadrecall's commits per
+    turn (all, and those made by a journal append)."""
     names = list(turns)
     for _ in range(warmup):
         for name in names:
             turns[name]()
     times: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
-    commits = 0
+    commits = journalled = 0
     for r in range(rounds):
         for name in names if r % 2 == 0 else reversed(names):
-            before = Commits.count
+            before, before_journalled = Commits.count, Commits.journalled
             start, start_cpu = time.perf_counter(), time.process_time()
             turns[name]()
             times[name].append(time.perf_counter() - start)
             cpu[name].append(time.process_time() - start_cpu)
             if name == "threadrecall":
                 commits += Commits.count - before
-    return times, cpu, commits / rounds
+                journalled += Commits.journalled - before_journalled
+    return times, cpu, (commits / rounds, journalled / rounds)
 
 
 def report(framework: str, times: dict[str, list[float]], cpu: dict[str, list[float]],
-           commits: float) -> list[str]:
+           commits: tuple[float, float]) -> list[str]:
     ms = {name: sorted(t * 1000 for t in ts) for name, ts in times.items()}
     stats = {name: (statistics.median(v), v[0], v[int(len(v) * 0.9)]) for name, v in ms.items()}
     cpu_ms = {name: statistics.median(ts) * 1000 for name, ts in cpu.items()}
@@ -289,7 +300,8 @@ def report(framework: str, times: dict[str, list[float]], cpu: dict[str, list[fl
         if framework != "floor" and name != first:
             ratio = f"{median / base[0]:.2f}x ({best / base[1]:.2f}x best, {p90 / base[2]:.2f}x p90)"
             cpu_ratio = f" ({cpu_ms[name] / cpu_ms[first]:.2f}x)" if cpu_ms[first] > 0 else ""
-        extra = f", {commits:.1f} commits/turn" if name == "threadrecall" else ""
+        extra = (f", {commits[0]:.1f} commits/turn ({commits[1]:.1f} journalled)"
+                 if name == "threadrecall" else "")
         lines.append(f"| {framework} | {name} | {median:.2f} | {best:.2f} | {p90:.2f} | {ratio}{extra} "
                      f"| {cpu_ms[name]:.2f}{cpu_ratio} |")
     return lines

@@ -111,7 +111,8 @@ class DuckDBStorage:
         self._lagging: dict[str, datetime] = {}  # committed touches not yet in the threads table
         self._feed: collections.deque[Changes] = collections.deque(maxlen=FEED_COMMITS)
         self._position = 0
-        self._load_replica()
+        with db.all_threads():
+            self._load_replica()
 
     @property
     def path(self) -> str:
@@ -246,7 +247,11 @@ class DuckDBStorage:
         if len(threads) <= VALUES_ROWS:
             params = [v for t in threads for v in (
                 t.id, t.resource_id, t.title, dumps(t.metadata), t.created_at, t.updated_at, self._seq)]
-            self.db.defer_rows("threads", THREAD_VALUES, params)
+            # Ids the mirror of thread ids has not seen: only a missing value could make it fail.
+            self.db.defer_rows("threads", THREAD_VALUES, params, journal=all(
+                isinstance(v, str) for t in threads for v in (t.id, t.resource_id, t.title))
+                and all(isinstance(t.created_at, datetime) and isinstance(t.updated_at, datetime)
+                        for t in threads))
             return
         tx.register("incoming_threads", thread_table(threads, _now(), self._seq))
         try:
@@ -443,8 +448,11 @@ class DuckDBStorage:
                 if replacing:
                     values = "VALUES " + ", ".join([MESSAGE_VALUES] * len(stored))
                     self.db.defer(sql.replace("SELECT * FROM incoming", values), params)
-                else:
-                    self.db.defer_rows("messages", MESSAGE_VALUES, params)
+                else:  # new ids (the mirror's word): only a missing value could make it fail
+                    self.db.defer_rows("messages", MESSAGE_VALUES, params, journal=all(
+                        isinstance(m.id, str) and isinstance(m.thread_id, str) and isinstance(m.role, str)
+                        and isinstance(m.type, str) and isinstance(m.resource_id, (str, type(None)))
+                        for m in stored))
             else:
                 tx.register("incoming", message_table(stored, seqs, contents, metadatas, saved_at))
                 try:
