@@ -223,3 +223,23 @@ def test_the_journal_is_applied_in_batches_of_its_size(tmp_path, monkeypatch):
     assert applied == 100
     memory.close()
     assert os.path.getsize(path) > 0
+
+
+def test_a_read_applies_the_journal_while_another_thread_holds_the_write_lock(tmp_path):
+    # The writer waits, inside its transaction, for a reader that needs the journal applied:
+    # the apply must not wait for the write lock.
+    import threading
+
+    db = Database(tmp_path / "m.duckdb")
+    with db.transaction() as tx:
+        tx.execute("CREATE TABLE t (x INTEGER)")
+    db.defer_rows("t", "(?)", [1], journal=True)
+    assert db._journalled
+    seen: list[int] = []
+    reader = threading.Thread(target=lambda: seen.append(db.cursor().execute("SELECT count(*) FROM t").fetchone()[0]))
+    with db.transaction():
+        reader.start()
+        reader.join(timeout=10)
+        assert not reader.is_alive(), "the read waited for the write transaction"
+    assert seen == [1]
+    db.close()

@@ -112,6 +112,11 @@ class Database:
         self._journal: Journal | None = None
         self._journalled: list[_Rows] = []  # acknowledged, not yet applied to DuckDB
         self._journal_number = 0  # of the last record written
+        # Guards the three above and applies them on a cursor of its own: a read that applies
+        # the journal never waits for the write lock (whose holder may wait on the reader).
+        self._journal_lock = threading.Lock()
+        self._apply_cursor: duckdb.DuckDBPyConnection | None = None
+        self._apply_appenders: dict[str, Any] = {}
         if not self.in_memory:
             self._open_journal()
 
@@ -237,17 +242,22 @@ class Database:
         (1, (2,), 0)
         >>> db.close()
         """
-        with self._lock:
-            writer = self._writer if self.in_transaction else None
-            if not self._journalled or writer is not None and writer.begun:
+        # Rows are journalled only by a write transaction that has sent no statement, and one
+        # that sends a statement applies them first: none are pending while a DuckDB
+        # transaction of the writer is open, so this one never overlaps it.
+        if not self._journalled:
+            return
+        with self._journal_lock:
+            if not self._journalled:
                 return
-            cursor = self._write_cursor or self._conn.cursor()
-            self._write_cursor = cursor
+            if self._apply_cursor is None:
+                self._apply_cursor = self._conn.cursor()
+            cursor = self._apply_cursor
             rows = _merged(self._journalled)
             try:
                 cursor.execute("BEGIN TRANSACTION")
                 for entry in rows:
-                    entry.run(cursor, self._appenders)
+                    entry.run(cursor, self._apply_appenders)
                 cursor.execute("UPDATE journal_applied SET number = ? WHERE id = 0", [self._journal_number])
                 cursor.execute("COMMIT")
             except BaseException as exc:  # an interrupt too: the write cursor's transaction ends
@@ -271,8 +281,9 @@ class Database:
             payload = encode([(r.table, r.row, r.values) for r in rows])
         except (TypeError, ValueError):
             return False
-        self._journal_number = self._journal.append(self._journal_number + 1, payload)
-        self._journalled.extend(rows)
+        with self._journal_lock:
+            self._journal_number = self._journal.append(self._journal_number + 1, payload)
+            self._journalled.extend(rows)
         return True
 
     @contextmanager
@@ -444,6 +455,7 @@ class Database:
                 with _JOURNALS_LOCK:
                     _JOURNALS.discard(self._journal_key)
             self._appenders.clear()
+            self._apply_appenders.clear()
             if not self.in_memory:
                 try:
                     self._conn.execute("CHECKPOINT")
