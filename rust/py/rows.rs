@@ -9,6 +9,7 @@
 //! whole call return `None`, and the caller decodes those rows itself.
 
 use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
@@ -46,7 +47,7 @@ pub(crate) fn stored_messages<'py>(
         kinds.iter().collect::<Vec<_>>().try_into().map_err(|_| {
             PyTypeError::new_err("kinds must be (Message, MessageContent, epoch, timedelta)")
         })?;
-    let new = py.get_type::<pyo3::types::PyAny>().getattr("__new__")?;
+    let new = py.get_type::<PyAny>().getattr(intern!(py, "__new__"))?;
     let names = Names::new(py);
     let mut keys = Keys::default();
     let out = PyList::empty(py);
@@ -124,7 +125,7 @@ fn skipped<T>(skip: Skip) -> PyResult<Option<T>> {
     }
 }
 
-/// The attribute names, made once per call.
+/// The attribute names (interned once per process).
 struct Names<'py> {
     dict: Bound<'py, PyString>,
     id: Bound<'py, PyString>,
@@ -141,19 +142,18 @@ struct Names<'py> {
 
 impl<'py> Names<'py> {
     fn new(py: Python<'py>) -> Self {
-        let name = |text| PyString::intern(py, text);
         Names {
-            dict: name("__dict__"),
-            id: name("id"),
-            thread_id: name("thread_id"),
-            resource_id: name("resource_id"),
-            role: name("role"),
-            content: name("content"),
-            created_at: name("created_at"),
-            type_: name("type"),
-            metadata: name("metadata"),
-            parts: name("parts"),
-            text: name("text"),
+            dict: intern!(py, "__dict__").clone(),
+            id: intern!(py, "id").clone(),
+            thread_id: intern!(py, "thread_id").clone(),
+            resource_id: intern!(py, "resource_id").clone(),
+            role: intern!(py, "role").clone(),
+            content: intern!(py, "content").clone(),
+            created_at: intern!(py, "created_at").clone(),
+            type_: intern!(py, "type").clone(),
+            metadata: intern!(py, "metadata").clone(),
+            parts: intern!(py, "parts").clone(),
+            text: intern!(py, "text").clone(),
         }
     }
 }
