@@ -5,6 +5,7 @@ from typing import Any, TypeAlias, final
 __all__ = [
     "__version__",
     "compact_json",
+    "stored_messages",
     "validate_metadata_filter",
     "validate_vector_filter",
     "matches_metadata_filter",
@@ -21,6 +22,11 @@ _Row: TypeAlias = tuple[str, str, str | None, int, int, str]
 
 def compact_json(value: Any) -> str | None:
     """Compact JSON text as Python's ``json`` writes it; None when only Python's encoder can."""
+
+def stored_messages(rows: Any, kinds: tuple[Any, Any, Any, Any]) -> list[Any] | None:
+    """Stored rows (a list of ``MessageRow`` or ``ColumnRow`` tuples) as ``Message`` objects;
+    ``kinds`` is ``(Message, MessageContent, epoch, timedelta)``. None when a JSON text is
+    left to Python's decoder (a lone surrogate escape, a text that is not JSON)."""
 
 def validate_metadata_filter(obj: Any) -> None:
     """Check recall's ``filter.metadata``; raise InvalidFilterError or FilterTypeError."""

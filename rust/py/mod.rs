@@ -3,6 +3,7 @@
 mod convert;
 mod error;
 mod lexical;
+mod rows;
 mod texts;
 mod timeline;
 mod vector;
@@ -19,6 +20,7 @@ use vector::PyVectorIndex;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(compact_json, m)?)?;
+    m.add_function(wrap_pyfunction!(rows::stored_messages, m)?)?;
     m.add_function(wrap_pyfunction!(validate_metadata_filter, m)?)?;
     m.add_function(wrap_pyfunction!(validate_vector_filter, m)?)?;
     m.add_function(wrap_pyfunction!(matches_metadata_filter, m)?)?;

@@ -13,11 +13,14 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .. import _core
 from ..types import Message, MessageContent, dumps, to_utc
 
 __all__ = ["ColumnRow", "MessageRow", "from_micros", "message_of", "messages_of", "new_id", "payload", "to_micros"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# What the core's decoder fills in: the two classes, and created_at as epoch + timedelta(µs).
+_KINDS = (Message, MessageContent, _EPOCH, timedelta)
 
 # A stored message: (id, thread_id, resource_id, created_at µs, seq, payload JSON), where the
 # payload holds role, type, content and metadata, and seq is the insertion order that breaks
@@ -71,12 +74,14 @@ def message_of(row: MessageRow) -> Message:
 
 
 def messages_of(rows: Sequence[MessageRow | ColumnRow]) -> list[Message]:
-    """Decode rows into Messages, every JSON value parsed in one pass of the decoder.
+    """Decode rows into Messages, in one call of the core (``_core.stored_messages``), which
+    parses the JSON texts straight into the values ``json.loads`` makes of them.
 
     A row is a ``MessageRow`` or a ``ColumnRow`` (its body as the stored columns: nothing to
     assemble, role and type not parsed at all). Stored rows hold values the dataclasses
     already accepted once, so the objects are filled in directly rather than through their
-    (frozen, field-by-field) constructors.
+    (frozen, field-by-field) constructors. What the core leaves to Python (a lone surrogate
+    escape, a text that is not JSON) is decoded by ``json.loads``, in one pass over the rows.
 
     >>> [(m.id, m.role, m.text, m.created_at.year) for m in messages_of([
     ...     ("m1", "t1", "r1", 1_700_000_000_000_000, 1, payload("user", "text", '{"parts": [], "text": "Hi"}', "{}")),
@@ -85,6 +90,15 @@ def messages_of(rows: Sequence[MessageRow | ColumnRow]) -> list[Message]:
     """
     if not rows:
         return []
+    decoded = _core.stored_messages(rows, _KINDS)
+    if decoded is not None:
+        return decoded
+    return _decoded(rows)
+
+
+def _decoded(rows: Sequence[MessageRow | ColumnRow]) -> list[Message]:
+    """``messages_of`` through Python's decoder: for the rows the core leaves to it (a lone
+    surrogate escape, or texts that are not JSON, which then raise as ``json.loads`` does)."""
     texts: list[str] = []
     for row in rows:
         if len(row) == 9:
