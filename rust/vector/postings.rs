@@ -189,6 +189,12 @@ impl Postings {
         }
     }
 
+    /// Sorts the numbers added since the last merge into their runs, so that a range reads
+    /// binary searches only (worth its linear cost after a batch of [`SETTLE_BATCH`] or more).
+    pub fn settle_ranges(&mut self) {
+        self.ranges.values_mut().for_each(Sorted::settle_tail);
+    }
+
     /// Forgets a slot that `is_deleted` now reports as deleted, given its entries.
     pub fn remove<'a>(
         &mut self,
@@ -490,6 +496,10 @@ fn ascending(mut slots: Vec<u32>) -> Vec<u32> {
     }
     slots
 }
+
+/// A batch of at least this many added vectors merges the new numbers into the sorted runs
+/// (see `ranges`): a range query then scans no unsorted tail of up to 4,096 entries.
+pub const SETTLE_BATCH: usize = 1024;
 
 /// Fewer slots than this are sorted, not marked in a bitmap.
 const BITMAP_MIN: usize = 64;

@@ -50,6 +50,16 @@ impl Ord for Num {
     fn cmp(&self, other: &Num) -> Ordering {
         match (self, other) {
             (Num::Int(a), Num::Int(b)) => a.cmp(b),
+            // Neither is NaN nor integral (see `of`): the plain order of floats is exact.
+            (Num::Float(a), Num::Float(b)) => a.partial_cmp(b).unwrap_or(Ordering::Equal),
+            // An integer of at most 53 bits is exact as a float, and never equals the
+            // non-integral other.
+            (Num::Int(a), Num::Float(b)) if a.unsigned_abs() < 1 << 53 => {
+                (*a as f64).partial_cmp(b).unwrap_or(Ordering::Equal)
+            }
+            (Num::Float(a), Num::Int(b)) if b.unsigned_abs() < 1 << 53 => {
+                a.partial_cmp(&(*b as f64)).unwrap_or(Ordering::Equal)
+            }
             _ => self
                 .scalar()
                 .order(other.scalar())
@@ -95,6 +105,14 @@ impl Sorted {
     pub(crate) fn add(&mut self, value: Num, slot: u32) {
         self.tail.push((value, slot));
         if self.tail.len() >= TAIL_MIN.max(self.sorted.len() / TAIL_SHARE) {
+            self.settle(|_| false);
+        }
+    }
+
+    /// Merges the tail into the sorted run now (after a bulk build: its lookups then read no
+    /// unsorted entries).
+    pub(crate) fn settle_tail(&mut self) {
+        if !self.tail.is_empty() {
             self.settle(|_| false);
         }
     }
@@ -184,6 +202,40 @@ mod tests {
             .filter(|i| (100..=200).contains(&((i * 7919) % 10_000)))
             .collect();
         assert_eq!(got, want);
+        // Merged now: the same answer from the sorted run alone.
+        s.settle_tail();
+        assert!(s.tail.is_empty());
+        let mut again = Vec::new();
+        s.between(
+            End::Included(Num::Int(100)),
+            End::Excluded(Num::Float(200.5)),
+            &mut again,
+        );
+        again.sort_unstable();
+        assert_eq!(again, want);
+    }
+
+    #[test]
+    fn the_fast_orders_of_floats_and_small_integers_agree_with_the_exact_one() {
+        let nums = [
+            Num::Int(-3),
+            Num::Int(0),
+            Num::Int(7),
+            Num::Int(i64::MAX),
+            Num::Int(i64::MIN),
+            Num::Float(-2.5),
+            Num::Float(0.25),
+            Num::Float(6.999),
+            Num::Float(7.001),
+            Num::Float(1e300),
+            Num::Float(f64::NEG_INFINITY),
+        ];
+        for a in nums {
+            for b in nums {
+                let exact = a.scalar().order(b.scalar()).unwrap_or(Ordering::Equal);
+                assert_eq!(a.cmp(&b), exact, "{a:?} vs {b:?}");
+            }
+        }
     }
 
     #[test]

@@ -59,8 +59,9 @@ impl VectorIndex {
             .collect();
         let keys: Vec<_> = records.iter().map(postings::locality_key).collect();
         order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
-        self.graph.reserve(order.len());
-        self.ids.reserve(order.len());
+        let batch = order.len();
+        self.graph.reserve(batch);
+        self.ids.reserve(batch);
         self.records.reserve(order.len());
         for i in order {
             self.remove_one(&ids[i]);
@@ -69,6 +70,9 @@ impl VectorIndex {
                 .add(slot, records[i].iter().map(|(k, v)| (k, v.scalar())));
             self.ids.push(&ids[i], true);
             self.records.push_record(&records[i]);
+        }
+        if batch >= postings::SETTLE_BATCH {
+            self.postings.settle_ranges();
         }
         Ok(())
     }

@@ -87,6 +87,7 @@ impl Postings {
                         None => sorted.others += slots.len(),
                     }
                 }
+                sorted.settle_tail();
                 postings.ranges.insert(key.into(), sorted);
                 postings.dropped.insert(key.into());
             } else {
