@@ -55,6 +55,12 @@ VARIANTS = {
                             "WHERE resource_jkey = %(r)s::jsonb ORDER BY d LIMIT 10",
     "index-only text key": "SELECT id, embedding <#> %(q)s::vector AS d FROM {t} "
                            "WHERE resource_key = (%(r)s::jsonb #>> '{{}}') ORDER BY d LIMIT 10",
+    **{f"bits top {n} re-ranked": "WITH c AS (SELECT id FROM {t} WHERE resource_key = (%(r)s::jsonb #>> '{{}}') "
+                                  "ORDER BY bits <~> (SELECT binary_quantize(%(q)s::vector)::bit(384)) "
+                                  f"LIMIT {n}) "
+                                  "SELECT v.id, v.embedding <#> %(q)s::vector AS d FROM c JOIN {t} v USING (id) "
+                                  "ORDER BY d LIMIT 10"
+       for n in (100, 200, 400)},
 }
 
 
@@ -67,7 +73,8 @@ def build(conn, size: int) -> None:
                  "metadata JSONB NOT NULL, "
                  "resource_jkey JSONB GENERATED ALWAYS AS (metadata -> 'resource_id') STORED, "
                  "resource_key TEXT COLLATE \"C\" GENERATED ALWAYS AS (CASE WHEN "
-                 "jsonb_typeof(metadata -> 'resource_id') = 'string' THEN metadata ->> 'resource_id' END) STORED)")
+                 "jsonb_typeof(metadata -> 'resource_id') = 'string' THEN metadata ->> 'resource_id' END) STORED, "
+                 "bits bit(384) GENERATED ALWAYS AS (binary_quantize(embedding)::bit(384)) STORED)")
     rows = conversation(size, threads=THREADS, resources=RESOURCES)
     done, started = 0, time.perf_counter()
     with conn.cursor() as cur:
@@ -85,6 +92,7 @@ def build(conn, size: int) -> None:
                       f"CREATE INDEX ON {TABLE} ((metadata -> 'thread_id'))",
                       f"CREATE INDEX scope_jsonb ON {TABLE} (resource_jkey) INCLUDE (id, embedding)",
                       f"CREATE INDEX scope_text ON {TABLE} (resource_key) INCLUDE (id, embedding)",
+                      f"CREATE INDEX scope_bits ON {TABLE} (resource_key) INCLUDE (id, bits)",
                       f"VACUUM ANALYZE {TABLE}"):
         t = time.perf_counter()
         conn.execute(statement)
@@ -131,7 +139,7 @@ def measure(conn, size: int, calls: int) -> None:
     for name, values in times.items():
         print(f"| {name} | {np.percentile(values, 50):.2f} | {np.percentile(values, 95):.2f} "
               f"| {quality[name] / calls:.3f} |")
-    for index in ("scope_jsonb", "scope_text", "vectors_pkey"):
+    for index in ("scope_jsonb", "scope_text", "scope_bits", "vectors_pkey"):
         (pretty,) = conn.execute("SELECT pg_size_pretty(pg_relation_size(%s))", [f"scope_scan.{index}"]).fetchone()
         print(f"size of {index}: {pretty}")
     (pretty,) = conn.execute("SELECT pg_size_pretty(pg_relation_size(%s))", [TABLE]).fetchone()
