@@ -21,13 +21,20 @@ BUFFERS)`` of one call each.
 
 ``--store SCHEMA`` measures ``PgVector.search_ids`` itself instead, on the index a
 ``bench_pg_vectors.py --keep`` run left in SCHEMA, interleaved call by call: its resource
-filter on the ``resource_key`` column (an index-only scan) against the same filter on
-``metadata -> 'resource_id'`` (the expression index and the heap, as before that column).
+filter counted on the plain btree on ``resource_key``, then read from the index that includes
+the vectors (the store's plan); the scope read from that index once and counted as it is
+read (the plan before); and the same filter on ``metadata -> 'resource_id'`` (the expression
+index and the heap, as before the ``resource_key`` column).
+
+The build also stores ``binary_quantize(embedding)`` (``bits``) with its own btree on
+``resource_key`` INCLUDE (id, bits), for the quantized prefilter variants: the scope's top N by
+Hamming distance re-ranked with the full vectors.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -147,65 +154,73 @@ def measure(conn, size: int, calls: int) -> None:
 
 
 def measure_store(dsn: str, schema: str, calls: int) -> None:
+    import psycopg
+
     from threadrecall.storage import PostgresStorage
     from threadrecall.vector import PgVector, pgvector
 
     pg = PostgresStorage(dsn, schema=schema)
-    column, expression = PgVector(pg), PgVector(pg)
-    (name,) = column.list_indexes()
+    # Each plan: the text columns the filter may compare, and whether a resource's scope is
+    # counted on the plain btree before its vectors are read (else counted as it is read).
+    plans = {"counted on the plain btree": (pgvector.TEXT_COLUMNS, pgvector._counted),
+             "scope read and counted at once": (pgvector.TEXT_COLUMNS, lambda f: False),
+             "metadata expression (heap)": ({}, lambda f: False)}
+    stores = {label: PgVector(pg) for label in plans}
+
+    @contextlib.contextmanager
+    def plan(label):
+        keep = pgvector.TEXT_COLUMNS, pgvector._counted
+        pgvector.TEXT_COLUMNS, pgvector._counted = plans[label]
+        try:
+            yield stores[label]
+        finally:
+            pgvector.TEXT_COLUMNS, pgvector._counted = keep
+
+    (name,) = stores[next(iter(plans))].list_indexes()
     embedder = HashEmbedder(dim=384)
     qvecs = embedder.embed(QUERIES)
-    count = column.describe_index(name).count
+    count = stores[next(iter(plans))].describe_index(name).count
     rng = np.random.default_rng(9)
     work = [(int(rng.integers(RESOURCES)), int(rng.integers(len(QUERIES)))) for _ in range(calls)]
-    times: dict[str, list[float]] = {"resource_key column": [], "metadata expression": []}
+    times: dict[str, list[float]] = {label: [] for label in plans}
     same = 0
     for k, (r, q) in enumerate(work):
         found = []
-        for label, store in (("resource_key column", column), ("metadata expression", expression)):
-            keep = pgvector.TEXT_COLUMNS
-            if store is expression:
-                pgvector.TEXT_COLUMNS = {}
-            try:
+        for label in plans:
+            with plan(label) as store:
                 started = time.perf_counter()
                 found.append(store.search_ids(name, qvecs[q], top_k=10, filter={"resource_id": f"r{r}"}))
                 elapsed = (time.perf_counter() - started) * 1000
-            finally:
-                pgvector.TEXT_COLUMNS = keep
             if k >= 20:
                 times[label].append(elapsed)
-        same += [i for i, _ in found[0]] == [i for i, _ in found[1]]
+        same += all([i for i, _ in f] == [i for i, _ in found[0]] for f in found)
     # The server's CPU time per search: each plan's statement on one connection, its backend's
     # utime + stime from /proc (the same machine), summed over the calls.
-    statements = {}
-    for label, text_columns in (("resource_key column", pgvector.TEXT_COLUMNS), ("metadata expression", {})):
-        keep, pgvector.TEXT_COLUMNS = pgvector.TEXT_COLUMNS, text_columns
-        try:
-            statements[label] = column.search_sql(name, qvecs[0], top_k=10, filter={"resource_id": "r0"})[0]
-        finally:
-            pgvector.TEXT_COLUMNS = keep
-    import psycopg
-
-    ticks = {label: 0 for label in statements}
+    ticks = {label: 0 for label in plans}
     with psycopg.connect(dsn, autocommit=True) as conn:
         (pid,) = conn.execute("SELECT pg_backend_pid()").fetchone()
         for k, (r, q) in enumerate(work):
-            text = str((qvecs[q] / np.linalg.norm(qvecs[q])).tolist())
-            for label, statement in statements.items():
-                value = f"r{r}" if label == "resource_key column" else json.dumps(f"r{r}")
+            for label in plans:
+                with plan(label) as store:
+                    statement, params = store.search_sql(name, qvecs[q], top_k=10, filter={"resource_id": f"r{r}"})
                 before = _cpu_ticks(pid)
-                conn.execute(statement, [text, value, 10, text, value, 10], prepare=True).fetchall()
+                conn.execute(statement, params).fetchall()
                 if k >= 20:
                     ticks[label] += _cpu_ticks(pid) - before
+        r, q = work[0]
+        for label in plans:
+            with plan(label) as store:
+                statement, params = store.search_sql(name, qvecs[q], top_k=10, filter={"resource_id": f"r{r}"})
+            rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + statement, params).fetchall()
+            print(f"--- {label}\n" + "\n".join(p[0] for p in rows if "Sort Key" not in p[0] and "Order By" not in p[0]))
     hz = os.sysconf("SC_CLK_TCK")
     print(f"{count:,} vectors, {calls} calls, load average {os.getloadavg()}")
-    print(f"same top 10 in {same} of {calls} calls")
-    print("| resource filter | search_ids p50 ms | p95 ms | server CPU ms per search |\n|---|---:|---:|---:|")
+    print(f"same top 10 from every plan in {same} of {calls} calls")
+    print("| plan | search_ids p50 ms | p95 ms | server CPU ms per search |\n|---|---:|---:|---:|")
     for label, values in times.items():
         print(f"| {label} | {np.percentile(values, 50):.2f} | {np.percentile(values, 95):.2f} "
               f"| {ticks[label] * 1000 / hz / len(values):.2f} |")
     pg.close()
-
 
 def _cpu_ticks(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
