@@ -21,13 +21,20 @@ BUFFERS)`` of one call each.
 
 ``--store SCHEMA`` measures ``PgVector.search_ids`` itself instead, on the index a
 ``bench_pg_vectors.py --keep`` run left in SCHEMA, interleaved call by call: its resource
-filter on the ``resource_key`` column (an index-only scan) against the same filter on
-``metadata -> 'resource_id'`` (the expression index and the heap, as before that column).
+filter counted on the plain btree on ``resource_key``, then read from the index that includes
+the vectors (the store's plan); the scope read from that index once and counted as it is
+read (the plan before); and the same filter on ``metadata -> 'resource_id'`` (the expression
+index and the heap, as before the ``resource_key`` column).
+
+The build also stores ``binary_quantize(embedding)`` (``bits``) with its own btree on
+``resource_key`` INCLUDE (id, bits), for the quantized prefilter variants: the scope's top N by
+Hamming distance re-ranked with the full vectors.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -55,6 +62,12 @@ VARIANTS = {
                             "WHERE resource_jkey = %(r)s::jsonb ORDER BY d LIMIT 10",
     "index-only text key": "SELECT id, embedding <#> %(q)s::vector AS d FROM {t} "
                            "WHERE resource_key = (%(r)s::jsonb #>> '{{}}') ORDER BY d LIMIT 10",
+    **{f"bits top {n} re-ranked": "WITH c AS (SELECT id FROM {t} WHERE resource_key = (%(r)s::jsonb #>> '{{}}') "
+                                  "ORDER BY bits <~> (SELECT binary_quantize(%(q)s::vector)::bit(384)) "
+                                  f"LIMIT {n}) "
+                                  "SELECT v.id, v.embedding <#> %(q)s::vector AS d FROM c JOIN {t} v USING (id) "
+                                  "ORDER BY d LIMIT 10"
+       for n in (100, 200, 400)},
 }
 
 
@@ -67,7 +80,8 @@ def build(conn, size: int) -> None:
                  "metadata JSONB NOT NULL, "
                  "resource_jkey JSONB GENERATED ALWAYS AS (metadata -> 'resource_id') STORED, "
                  "resource_key TEXT COLLATE \"C\" GENERATED ALWAYS AS (CASE WHEN "
-                 "jsonb_typeof(metadata -> 'resource_id') = 'string' THEN metadata ->> 'resource_id' END) STORED)")
+                 "jsonb_typeof(metadata -> 'resource_id') = 'string' THEN metadata ->> 'resource_id' END) STORED, "
+                 "bits bit(384) GENERATED ALWAYS AS (binary_quantize(embedding)::bit(384)) STORED)")
     rows = conversation(size, threads=THREADS, resources=RESOURCES)
     done, started = 0, time.perf_counter()
     with conn.cursor() as cur:
@@ -85,6 +99,7 @@ def build(conn, size: int) -> None:
                       f"CREATE INDEX ON {TABLE} ((metadata -> 'thread_id'))",
                       f"CREATE INDEX scope_jsonb ON {TABLE} (resource_jkey) INCLUDE (id, embedding)",
                       f"CREATE INDEX scope_text ON {TABLE} (resource_key) INCLUDE (id, embedding)",
+                      f"CREATE INDEX scope_bits ON {TABLE} (resource_key) INCLUDE (id, bits)",
                       f"VACUUM ANALYZE {TABLE}"):
         t = time.perf_counter()
         conn.execute(statement)
@@ -131,7 +146,7 @@ def measure(conn, size: int, calls: int) -> None:
     for name, values in times.items():
         print(f"| {name} | {np.percentile(values, 50):.2f} | {np.percentile(values, 95):.2f} "
               f"| {quality[name] / calls:.3f} |")
-    for index in ("scope_jsonb", "scope_text", "vectors_pkey"):
+    for index in ("scope_jsonb", "scope_text", "scope_bits", "vectors_pkey"):
         (pretty,) = conn.execute("SELECT pg_size_pretty(pg_relation_size(%s))", [f"scope_scan.{index}"]).fetchone()
         print(f"size of {index}: {pretty}")
     (pretty,) = conn.execute("SELECT pg_size_pretty(pg_relation_size(%s))", [TABLE]).fetchone()
@@ -139,65 +154,76 @@ def measure(conn, size: int, calls: int) -> None:
 
 
 def measure_store(dsn: str, schema: str, calls: int) -> None:
+    import psycopg
+
     from threadrecall.storage import PostgresStorage
     from threadrecall.vector import PgVector, pgvector
 
     pg = PostgresStorage(dsn, schema=schema)
-    column, expression = PgVector(pg), PgVector(pg)
-    (name,) = column.list_indexes()
+    # Each plan: the text columns the filter may compare, and whether a resource's scope is
+    # counted on the plain btree before its vectors are read (else counted as it is read).
+    plans = {"counted on the plain btree": (pgvector.TEXT_COLUMNS, pgvector._counted),
+             "scope read and counted at once": (pgvector.TEXT_COLUMNS, lambda f: False),
+             "metadata expression (heap)": ({}, lambda f: False)}
+    stores = {label: PgVector(pg) for label in plans}
+
+    @contextlib.contextmanager
+    def plan(label):
+        keep = pgvector.TEXT_COLUMNS, pgvector._counted
+        pgvector.TEXT_COLUMNS, pgvector._counted = plans[label]
+        try:
+            yield stores[label]
+        finally:
+            pgvector.TEXT_COLUMNS, pgvector._counted = keep
+
+    (name,) = stores[next(iter(plans))].list_indexes()
     embedder = HashEmbedder(dim=384)
     qvecs = embedder.embed(QUERIES)
-    count = column.describe_index(name).count
+    count = stores[next(iter(plans))].describe_index(name).count
     rng = np.random.default_rng(9)
     work = [(int(rng.integers(RESOURCES)), int(rng.integers(len(QUERIES)))) for _ in range(calls)]
-    times: dict[str, list[float]] = {"resource_key column": [], "metadata expression": []}
+    times: dict[str, list[float]] = {label: [] for label in plans}
     same = 0
+    labels = list(plans)
     for k, (r, q) in enumerate(work):
-        found = []
-        for label, store in (("resource_key column", column), ("metadata expression", expression)):
-            keep = pgvector.TEXT_COLUMNS
-            if store is expression:
-                pgvector.TEXT_COLUMNS = {}
-            try:
+        found = {}
+        # the order rotates call by call: the first plan to read a resource may find its pages
+        # outside shared_buffers, the next ones inside
+        for label in labels[k % 3:] + labels[:k % 3]:
+            with plan(label) as store:
                 started = time.perf_counter()
-                found.append(store.search_ids(name, qvecs[q], top_k=10, filter={"resource_id": f"r{r}"}))
+                found[label] = store.search_ids(name, qvecs[q], top_k=10, filter={"resource_id": f"r{r}"})
                 elapsed = (time.perf_counter() - started) * 1000
-            finally:
-                pgvector.TEXT_COLUMNS = keep
             if k >= 20:
                 times[label].append(elapsed)
-        same += [i for i, _ in found[0]] == [i for i, _ in found[1]]
+        same += all([i for i, _ in f] == [i for i, _ in found[labels[0]]] for f in found.values())
     # The server's CPU time per search: each plan's statement on one connection, its backend's
     # utime + stime from /proc (the same machine), summed over the calls.
-    statements = {}
-    for label, text_columns in (("resource_key column", pgvector.TEXT_COLUMNS), ("metadata expression", {})):
-        keep, pgvector.TEXT_COLUMNS = pgvector.TEXT_COLUMNS, text_columns
-        try:
-            statements[label] = column.search_sql(name, qvecs[0], top_k=10, filter={"resource_id": "r0"})[0]
-        finally:
-            pgvector.TEXT_COLUMNS = keep
-    import psycopg
-
-    ticks = {label: 0 for label in statements}
+    ticks = {label: 0 for label in plans}
     with psycopg.connect(dsn, autocommit=True) as conn:
         (pid,) = conn.execute("SELECT pg_backend_pid()").fetchone()
         for k, (r, q) in enumerate(work):
-            text = str((qvecs[q] / np.linalg.norm(qvecs[q])).tolist())
-            for label, statement in statements.items():
-                value = f"r{r}" if label == "resource_key column" else json.dumps(f"r{r}")
+            for label in labels[k % 3:] + labels[:k % 3]:
+                with plan(label) as store:
+                    statement, params = store.search_sql(name, qvecs[q], top_k=10, filter={"resource_id": f"r{r}"})
                 before = _cpu_ticks(pid)
-                conn.execute(statement, [text, value, 10, text, value, 10], prepare=True).fetchall()
+                conn.execute(statement, params).fetchall()
                 if k >= 20:
                     ticks[label] += _cpu_ticks(pid) - before
+        r, q = work[0]
+        for label in plans:
+            with plan(label) as store:
+                statement, params = store.search_sql(name, qvecs[q], top_k=10, filter={"resource_id": f"r{r}"})
+            rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + statement, params).fetchall()
+            print(f"--- {label}\n" + "\n".join(p[0] for p in rows if "Sort Key" not in p[0] and "Order By" not in p[0]))
     hz = os.sysconf("SC_CLK_TCK")
     print(f"{count:,} vectors, {calls} calls, load average {os.getloadavg()}")
-    print(f"same top 10 in {same} of {calls} calls")
-    print("| resource filter | search_ids p50 ms | p95 ms | server CPU ms per search |\n|---|---:|---:|---:|")
+    print(f"same top 10 from every plan in {same} of {calls} calls")
+    print("| plan | search_ids p50 ms | p95 ms | server CPU ms per search |\n|---|---:|---:|---:|")
     for label, values in times.items():
         print(f"| {label} | {np.percentile(values, 50):.2f} | {np.percentile(values, 95):.2f} "
               f"| {ticks[label] * 1000 / hz / len(values):.2f} |")
     pg.close()
-
 
 def _cpu_ticks(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

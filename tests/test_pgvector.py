@@ -3,6 +3,7 @@ semantic recall through Memory end to end."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import numpy as np
@@ -106,8 +107,8 @@ def test_scoped_searches_are_exact_and_use_the_scope_index(pg, store):
     store.create_index("docs", dim)
     store.upsert("docs", data, ids=[f"v{i}" for i in range(n)], metadata=meta)
     unit = data / np.linalg.norm(data, axis=1, keepdims=True)
-    with pg.transaction() as conn:
-        conn.execute(psycopg.sql.SQL("ANALYZE {}").format(store._info("docs").table))
+    with store._pooled() as conn:  # statistics, and the visibility map an index-only scan reads
+        conn.execute(psycopg.sql.SQL("VACUUM ANALYZE {}").format(store._info("docs").table))
     q = rng.standard_normal(dim).astype(np.float32)
     statement, params = store.search_sql("docs", q, top_k=10, filter={"thread_id": "t7"})
     with pg.transaction() as conn:
@@ -117,17 +118,28 @@ def test_scoped_searches_are_exact_and_use_the_scope_index(pg, store):
     members = [i for i in range(n) if meta[i]["thread_id"] == "t7"]
     exact = [f"v{members[j]}" for j in np.argsort(-(unit[members] @ (q / np.linalg.norm(q))))[:10]]
     assert got == exact
-    # A resource's search reads the index on resource_key, which holds all it needs: it can
-    # run as an index-only scan (whether the planner takes one also depends on how much of
-    # the heap VACUUM has marked all-visible, which any open snapshot can delay).
+    # A resource's search can read the index on resource_key that includes the vectors, which
+    # holds all it needs, as an index-only scan (whether the planner takes one, or the heap
+    # through the plain btree, depends on how much of the heap VACUUM has marked all-visible,
+    # which any open snapshot can delay: the plain btree is dropped here, and rolled back).
     statement, params = store.search_sql("docs", q, top_k=10, filter={"resource_id": "r1"})
-    with pg.transaction() as conn:
+    table = store._info("docs").table.as_string().split(".")[1].strip('"')
+    with store._pooled() as conn, conn.transaction():
         plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + statement, params, prepare=False))
         assert "Index Cond: (resource_key = 'r1'::text)" in plan, plan
+        conn.execute(f'DROP INDEX "{pg.schema}"."{table}_resource_key_idx"')
         conn.execute("SET LOCAL enable_bitmapscan = off")
         conn.execute("SET LOCAL enable_seqscan = off")
         plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + statement, params, prepare=False))
+        raise psycopg.Rollback()
     assert "Index Only Scan using" in plan and "resource_key_id_embedding_idx" in plan, plan
+    # its scope is counted on the plain btree, whose tuples hold no vectors
+    with pg.transaction() as conn:
+        conn.execute("SET LOCAL enable_bitmapscan = off")
+        conn.execute("SET LOCAL enable_seqscan = off")
+        plan = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params, prepare=False).fetchone()[0]
+    (size,) = [p for p in plan[0]["Plan"]["Plans"] if p.get("Subplan Name") == "CTE size"]
+    assert f'"Index Name": "{table}_resource_key_idx"' in json.dumps(size), size
     members = [i for i in range(n) if meta[i]["resource_id"] == "r1"]
     exact = [f"v{members[j]}" for j in np.argsort(-(unit[members] @ (q / np.linalg.norm(q))))[:10]]
     assert [r.id for r in store.query("docs", q, top_k=10, filter={"resource_id": "r1"})] == exact
@@ -162,9 +174,10 @@ def test_tables_of_the_first_schema_are_migrated(pg_dsn, pg_schema):
         assert [r.id for r in store.query("docs", [0, 1], filter={"resource_id": "r1"})] == ["a"]
         assert [r.id for r in store.query("docs", [1, 0], filter={"resource_id": 2})] == ["b"]
         with store._pooled() as conn:
-            (definition,) = conn.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = %s "
-                                         "AND indexdef LIKE '%%(resource_key)%%'", [pg_schema]).fetchone()
-    assert "INCLUDE (id, embedding)" in definition
+            definitions = sorted(r[0].split(" USING btree ")[1] for r in conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexdef LIKE '%%(resource_key)%%'",
+                [pg_schema]))
+    assert definitions == ["(resource_key)", "(resource_key) INCLUDE (id, embedding)"]
 
 
 # ---- semantic recall through Memory (the shared semantic suite runs on PgVector too; these
@@ -233,3 +246,11 @@ def test_a_large_scope_takes_the_graph_branch_and_finds_the_exact_top(monkeypatc
         order = np.argsort(-(unit[members] @ (q / np.linalg.norm(q))))[:5]
         flt = {"$and": [{"thread_id": "t1"}, {"n": {"$gte": 100}}]}
         assert [r.id for r in store.query("docs", q, top_k=5, filter=flt)] == [f"v{members[j]}" for j in order]
+    # a resource's scope, counted on its own btree, takes the graph branch too
+    meta = [{"resource_id": f"r{i % 3}"} for i in range(400)]
+    store.upsert("docs", data, ids=[f"v{i}" for i in range(400)], metadata=meta)
+    for q in rng.standard_normal((5, 16)).astype(np.float32):
+        members = [i for i in range(400) if i % 3 == 2]
+        order = np.argsort(-(unit[members] @ (q / np.linalg.norm(q))))[:5]
+        found = store.search_ids("docs", q, top_k=5, filter={"resource_id": "r2"})
+        assert [i for i, _ in found] == [f"v{members[j]}" for j in order]

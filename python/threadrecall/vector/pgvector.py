@@ -10,7 +10,9 @@ spread over the whole heap, so the table also stores ``resource_key`` (the strin
 (when a vector fits a btree tuple: ``INCLUDE_MAX_DIMENSION``): a resource's search reads its
 vectors contiguous in that index, without visiting the heap (an index-only scan). At 1M
 vectors of 384 dimensions, 10,000 to a resource, that scan replaced one of 10,000 heap pages
-(benches/pgvector_scope_scan.py); the index costs about the table's size again.
+(benches/pgvector_scope_scan.py); the index costs about the table's size again. A plain btree
+on ``resource_key`` beside it (a few bytes a row) counts a resource's rows, which decides
+between the exact scan and the graph, without reading its vectors.
 
 Scores are those of ``HnswVectorStore`` (larger is closer): cosine similarity (vectors are
 stored at unit length and compared by inner product, so a zero vector scores 0), dot product,
@@ -102,6 +104,16 @@ MIGRATIONS = [
                            || CASE WHEN r.dimension <= """ + str(INCLUDE_MAX_DIMENSION) + """
                                    THEN ' INCLUDE (id, embedding)' ELSE '' END,
                            'pgvector_' || r.n);
+        END LOOP;
+    END $$;
+    """,
+    # A resource's scope is counted on a plain btree, not on the one that includes its vectors.
+    """
+    DO $$
+    DECLARE r record;
+    BEGIN
+        FOR r IN SELECT n FROM {s}.pgvector_indexes WHERE dimension <= """ + str(INCLUDE_MAX_DIMENSION) + """ LOOP
+            EXECUTE format('CREATE INDEX ON {s}.%I (resource_key)', 'pgvector_' || r.n);
         END LOOP;
     END $$;
     """,
@@ -274,8 +286,10 @@ class PgVector(AsyncTwins):
             for key in ("thread_id", "resource_id"):
                 conn.execute(sql.SQL("CREATE INDEX ON {s}.{t} ((metadata -> {k}))").format(
                     k=sql.Literal(key), **params))
-            include = " INCLUDE (id, embedding)" if dimension <= INCLUDE_MAX_DIMENSION else ""
-            conn.execute(sql.SQL("CREATE INDEX ON {s}.{t} (resource_key)" + include).format(**params))
+            conn.execute(sql.SQL("CREATE INDEX ON {s}.{t} (resource_key)").format(**params))
+            if dimension <= INCLUDE_MAX_DIMENSION:
+                conn.execute(sql.SQL("CREATE INDEX ON {s}.{t} (resource_key) INCLUDE (id, embedding)")
+                             .format(**params))
             if dimension <= HNSW_MAX_DIMENSION:
                 conn.execute(sql.SQL(
                     "CREATE INDEX ON {s}.{t} USING hnsw (embedding {ops}) "
@@ -420,7 +434,7 @@ class PgVector(AsyncTwins):
     def _statement(self, index: _Index, vector: Any, top_k: int, filter: Any,
                    extra: str) -> tuple[sql.Composed, list[Any]]:
         condition, params = self._bound(index, vector, top_k, filter)
-        return self._compose(index, condition, extra), params
+        return self._compose(index, condition, extra, _counted(filter)), params
 
     @staticmethod
     def _bound(index: _Index, vector: Any, top_k: int, filter: Any) -> tuple[sql.Composable, list[Any]]:
@@ -435,15 +449,27 @@ class PgVector(AsyncTwins):
         text = _vector_text(query[0])
         if condition is TRUE:
             return condition, [text, top_k]
+        if _counted(filter):
+            return condition, [*params, text, *params, top_k, text, *params, top_k]
         return condition, [text, *params, top_k, text, *params, top_k]
 
     @staticmethod
-    def _compose(index: _Index, condition: sql.Composable, extra: str) -> sql.Composed:
+    def _compose(index: _Index, condition: sql.Composable, extra: str, counted: bool = False) -> sql.Composed:
         parts = {"op": sql.SQL(_OPS[index.metric]), "extra": sql.SQL(extra), "t": index.table,
                  "cond": condition, "n": sql.Literal(EXACT_SCOPE)}
         if condition is TRUE:  # ORDER BY the selected distance: the index's order, sent once
             return sql.SQL("SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} "
                            "ORDER BY distance LIMIT %s").format(**parts)
+        if counted:  # the scope counted on resource_key's plain btree, its vectors read once after
+            # (OFFSET 0 keeps the exact branch's ORDER BY from being served by the HNSW index)
+            return sql.SQL(
+                "WITH size AS MATERIALIZED (SELECT count(*) AS n FROM (SELECT FROM {t} WHERE {cond} LIMIT {n}) s) "
+                "(SELECT * FROM (SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} "
+                "WHERE {cond} AND (SELECT n FROM size) < {n} OFFSET 0) exact ORDER BY distance LIMIT %s) "
+                "UNION ALL "
+                "(SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} "
+                "WHERE {cond} AND (SELECT n FROM size) >= {n} ORDER BY distance LIMIT %s)"
+            ).format(**parts)
         # A filtered search: an exact scan of the rows passing the filter when fewer than
         # EXACT_SCOPE do (found through the scope indexes), else the iterative HNSW scan. The
         # scope's rows are read once, with their distances; their count gates each branch as
@@ -471,7 +497,7 @@ class PgVector(AsyncTwins):
         ef = max(self.ef_search, min(top_k, 1000))
         with self._read(name) as conn:
             if statement is None:
-                statement = self._compose(index, condition, extra).as_bytes(conn)
+                statement = self._compose(index, condition, extra, _counted(filter)).as_bytes(conn)
                 if shape[1] is not None and len(index.statements) < 256:
                     index.statements[shape] = statement
             if self.storage is not None and self.storage.in_transaction:
@@ -528,6 +554,14 @@ class PgVector(AsyncTwins):
         with self._reading(name) as conn:
             conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(
                 index.table, sql.SQL(" OR ").join(terms)), params)
+
+
+def _counted(filter: Any) -> bool:
+    """Whether ``filter`` is one resource by string equality (semantic recall's resource scope):
+    its rows are then counted on ``resource_key``'s plain btree, and their vectors read after,
+    once. At 1M that measured 0.93 of the time of counting them as they are read, as other
+    scopes do, whose rows come from the heap anyway (benches/results/pg_vectors_notes.md)."""
+    return _shape(filter) == (("resource_id", str),)
 
 
 def _shape(filter: Any) -> Any:
