@@ -17,6 +17,9 @@ pub(crate) fn input_at_depth(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<I
     if depth > 2 * MAX_DEPTH + 2 {
         return Ok(Input::Unsupported("too deeply nested value".into()));
     }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Input::Str(strict_text(s)?));
+    }
     if let Some(scalar) = scalar_input(obj)? {
         return Ok(scalar);
     }
@@ -30,10 +33,7 @@ pub(crate) fn input_at_depth(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<I
                 ))
                 .into());
             };
-            entries.push((
-                key.to_string_lossy().into_owned(),
-                input_at_depth(&value, depth + 1)?,
-            ));
+            entries.push((strict_text(key)?, input_at_depth(&value, depth + 1)?));
         }
         return Ok(Input::Map(entries));
     }
@@ -46,6 +46,19 @@ pub(crate) fn input_at_depth(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<I
         ));
     }
     Ok(Input::Unsupported(obj.get_type().name()?.to_string()))
+}
+
+/// The text of a string, or `InvalidArgument` for a lone surrogate (which UTF-8 cannot store,
+/// so neither a stored value nor a filter can hold one).
+fn strict_text(s: &Bound<'_, PyString>) -> PyResult<String> {
+    match s.to_str() {
+        Ok(text) => Ok(text.to_owned()),
+        Err(_) => Err(CoreError::InvalidArgument(format!(
+            "{:?} holds a lone surrogate, which UTF-8 cannot store",
+            s.to_string_lossy()
+        ))
+        .into()),
+    }
 }
 
 /// None, bool, int, float or str as an input leaf; `None` for anything else.
