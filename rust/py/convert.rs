@@ -54,8 +54,8 @@ fn strict_text(s: &Bound<'_, PyString>) -> PyResult<String> {
     match s.to_str() {
         Ok(text) => Ok(text.to_owned()),
         Err(_) => Err(CoreError::InvalidArgument(format!(
-            "{:?} holds a lone surrogate, which UTF-8 cannot store",
-            s.to_string_lossy()
+            "the string {} holds a lone surrogate, which UTF-8 cannot store",
+            s.repr()?
         ))
         .into()),
     }
