@@ -522,7 +522,9 @@ pub const SETTLE_BATCH: usize = 1024;
 
 /// An `$and`'s range allowing more than this many times the slots of a set it already holds
 /// is left for the records of that set to check: reading and matching one record costs about
-/// as much as gathering, ordering and intersecting this many slots of a range.
+/// as much as gathering, ordering and intersecting this many slots of a range (measured on
+/// 30,000 records, a list of 811 and ranges of 3,000 to 18,000: 100-160 ns a record checked,
+/// about 18 ns a range slot gathered and intersected).
 const CHECK_RATIO: usize = 8;
 
 /// Fewer slots than this are sorted, not marked in a bitmap.
