@@ -35,6 +35,7 @@ cases = [("~2.7 % grp == int", {"grp": 5}, grp == 5),
          ("~0.14 % lab == string", {"lab": "L17"}, lab == 17),
          ("~1 % w range", {"w": {"$gte": 500.0, "$lt": 510.0}}, (w >= 500) & (w < 510)),
          ("~0.27 % grp and w", {"$and": [{"grp": 3}, {"w": {"$lt": 100.0}}]}, (grp == 3) & (w < 100)),
+         ("~0.014 % lab and w", {"$and": [{"lab": "L17"}, {"w": {"$lt": 100.0}}]}, (lab == 17) & (w < 100)),
          ("none", None, np.ones(n, bool))]
 def run(label):
     print(f"\n{label}\n| filter | allowed | query() µs | numpy subset µs | speed vs numpy | recall@10 |\n|---|---|---|---|---|---|")

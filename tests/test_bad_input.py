@@ -173,6 +173,10 @@ VECTOR_CALLS = [
      UnsupportedValueError, "vector a key 'o'"),
     ("surrogate filter", lambda v: v.query("x", [1, 0], filter={"k": "\ud800"}), InvalidArgumentError,
      "surrogate"),
+    ("surrogate filter key", lambda v: v.query("x", [1, 0], filter={"$and": [{"k\udc00": 1}]}),
+     InvalidArgumentError, "surrogate"),
+    ("surrogate in a filter list", lambda v: v.query("x", [1, 0], filter={"k": {"$in": ["a", "\ud800"]}}),
+     InvalidArgumentError, "surrogate"),
     ("surrogate delete", lambda v: v.delete_vectors("x", ids=["\ud800"]), InvalidArgumentError, "surrogate"),
 ]
 

@@ -9,13 +9,29 @@ use crate::json;
 
 /// Converts any Python object into a filter input tree. Booleans are checked before ints;
 /// ints beyond i64 become floats; NaN and infinities are kept so the parser can reject them.
+/// A lone surrogate in a string becomes U+FFFD.
 pub(crate) fn input_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Input> {
-    input_at_depth(obj, 0)
+    input_at_depth(obj, 0, false)
 }
 
-pub(crate) fn input_at_depth(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Input> {
+/// [`input_from_py`], refusing a string that holds a lone surrogate (`InvalidArgument`).
+pub(crate) fn strict_input_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Input> {
+    input_at_depth(obj, 0, true)
+}
+
+fn input_at_depth(obj: &Bound<'_, PyAny>, depth: usize, strict: bool) -> PyResult<Input> {
     if depth > 2 * MAX_DEPTH + 2 {
         return Ok(Input::Unsupported("too deeply nested value".into()));
+    }
+    let text = |s: &Bound<'_, PyString>| {
+        if strict {
+            strict_text(s)
+        } else {
+            Ok(s.to_string_lossy().into_owned())
+        }
+    };
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Input::Str(text(s)?));
     }
     if let Some(scalar) = scalar_input(obj)? {
         return Ok(scalar);
@@ -30,10 +46,7 @@ pub(crate) fn input_at_depth(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<I
                 ))
                 .into());
             };
-            entries.push((
-                key.to_string_lossy().into_owned(),
-                input_at_depth(&value, depth + 1)?,
-            ));
+            entries.push((text(key)?, input_at_depth(&value, depth + 1, strict)?));
         }
         return Ok(Input::Map(entries));
     }
@@ -41,11 +54,24 @@ pub(crate) fn input_at_depth(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<I
         let items = obj.try_iter()?;
         return Ok(Input::List(
             items
-                .map(|item| input_at_depth(&item?, depth + 1))
+                .map(|item| input_at_depth(&item?, depth + 1, strict))
                 .collect::<PyResult<_>>()?,
         ));
     }
     Ok(Input::Unsupported(obj.get_type().name()?.to_string()))
+}
+
+/// The text of a string, or `InvalidArgument` for a lone surrogate (which UTF-8 cannot store,
+/// so neither a stored value nor a filter can hold one).
+fn strict_text(s: &Bound<'_, PyString>) -> PyResult<String> {
+    match s.to_str() {
+        Ok(text) => Ok(text.to_owned()),
+        Err(_) => Err(CoreError::InvalidArgument(format!(
+            "the string {} holds a lone surrogate, which UTF-8 cannot store",
+            s.repr()?
+        ))
+        .into()),
+    }
 }
 
 /// None, bool, int, float or str as an input leaf; `None` for anything else.

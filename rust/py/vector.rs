@@ -9,7 +9,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyFloat, PyList, PyString, PyTuple, PyType};
 
-use super::convert::{input_from_py, inputs_from_json, one_metadata_form};
+use super::convert::{input_from_py, inputs_from_json, one_metadata_form, strict_input_from_py};
 use super::texts::SlotTexts;
 use crate::distance::Metric;
 use crate::error::CoreError;
@@ -22,7 +22,7 @@ fn vector_filter(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Filter>> {
     match obj {
         None => Ok(None),
         Some(o) if o.is_none() => Ok(None),
-        Some(o) => Ok(Filter::vector(&input_from_py(o)?)?),
+        Some(o) => Ok(Filter::vector(&strict_input_from_py(o)?)?),
     }
 }
 

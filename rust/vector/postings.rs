@@ -229,12 +229,18 @@ impl Postings {
     /// `None` when they bound nothing (a string or `$exists` on a key of too many values, or
     /// the negation of a bound that is not exact).
     pub fn candidates(&self, filter: &Filter) -> Option<Candidates> {
+        self.bound(filter, false)
+    }
+
+    /// [`candidates`](Self::candidates); when `exact_only`, an `$and` gathers every range it
+    /// holds rather than leaving one for the records to check (its set is to be negated).
+    fn bound(&self, filter: &Filter, exact_only: bool) -> Option<Candidates> {
         match filter {
             Filter::Eq(key, v) => self.union(key, [v]),
             Filter::In(key, vs) => self.union(key, vs.iter()),
             Filter::Ne(key, v) => self.union(key, [v])?.negated(),
             Filter::Nin(key, vs) => self.union(key, vs.iter())?.negated(),
-            Filter::Not(child) => self.candidates(child)?.negated(),
+            Filter::Not(child) => self.bound(child, true)?.negated(),
             Filter::Gt(key, v) => self.range(key, v, Ordering::Greater, false),
             Filter::Gte(key, v) => self.range(key, v, Ordering::Greater, true),
             Filter::Lt(key, v) => self.range(key, v, Ordering::Less, false),
@@ -244,13 +250,8 @@ impl Postings {
                 let (mut kept, mut excluded) = (Vec::new(), Vec::new());
                 // Bounds on one sorted key make one interval: one lookup, not one per bound.
                 let (intervals, children) = self.intervals(children);
-                for (key, (lo, hi)) in intervals {
-                    let mut slots = Vec::new();
-                    self.ranges[key].between(lo, hi, &mut slots);
-                    kept.push(ascending(slots));
-                }
                 for c in children {
-                    match self.candidates(c) {
+                    match self.bound(c, exact_only) {
                         Some(set) => {
                             exact &= set.exact;
                             if set.complement {
@@ -261,6 +262,24 @@ impl Postings {
                         }
                         None => exact = false,
                     }
+                }
+                // Narrowest interval first. One far wider than a set already kept is not
+                // gathered: checking the kept set's records against it reads less.
+                let mut intervals: Vec<_> = intervals
+                    .into_iter()
+                    .map(|(key, (lo, hi))| (self.ranges[key].count_between(lo, hi), key, lo, hi))
+                    .collect();
+                intervals.sort_unstable_by_key(|&(count, ..)| count);
+                let mut narrowest = kept.iter().map(Vec::len).min();
+                for (count, key, lo, hi) in intervals {
+                    if !exact_only && narrowest.is_some_and(|n| n * CHECK_RATIO < count) {
+                        exact = false;
+                        continue;
+                    }
+                    let mut slots = Vec::new();
+                    self.ranges[key].between(lo, hi, &mut slots);
+                    kept.push(ascending(slots));
+                    narrowest = Some(narrowest.map_or(count, |n| n.min(count)));
                 }
                 let excluded = excluded.into_iter().reduce(|a, b| union(&a, &b));
                 kept.sort_by_key(Vec::len);
@@ -287,7 +306,7 @@ impl Postings {
                 let mut exact = true;
                 let (mut kept, mut excluded) = (Vec::new(), Vec::new());
                 for c in children {
-                    let set = self.candidates(c)?;
+                    let set = self.bound(c, exact_only)?;
                     exact &= set.exact;
                     if set.complement {
                         excluded.push(set.slots);
@@ -500,6 +519,13 @@ fn ascending(mut slots: Vec<u32>) -> Vec<u32> {
 /// A batch of at least this many added vectors merges the new numbers into the sorted runs
 /// (see `ranges`): a range query then scans no unsorted tail of up to 4,096 entries.
 pub const SETTLE_BATCH: usize = 1024;
+
+/// An `$and`'s range allowing more than this many times the slots of a set it already holds
+/// is left for the records of that set to check: reading and matching one record costs about
+/// as much as gathering, ordering and intersecting this many slots of a range (measured on
+/// 30,000 records, a list of 811 and ranges of 3,000 to 18,000: 100-160 ns a record checked,
+/// about 18 ns a range slot gathered and intersected).
+const CHECK_RATIO: usize = 8;
 
 /// Fewer slots than this are sorted, not marked in a bitmap.
 const BITMAP_MIN: usize = 64;

@@ -150,25 +150,34 @@ impl Sorted {
 
     /// The slots of every number between `lo` and `hi`, unordered.
     pub(crate) fn between(&self, lo: End, hi: End, out: &mut Vec<u32>) {
-        let above = |v: &Num| match lo {
+        let (run, tail) = self.within(lo, hi);
+        out.extend(run.iter().map(|&(_, s)| s));
+        out.extend(tail.map(|&(_, s)| s));
+    }
+
+    /// How many entries lie between `lo` and `hi` (deleted ones included): two binary
+    /// searches and a count of the tail, nothing gathered.
+    pub(crate) fn count_between(&self, lo: End, hi: End) -> usize {
+        let (run, tail) = self.within(lo, hi);
+        run.len() + tail.count()
+    }
+
+    /// The entries between `lo` and `hi`: a part of the sorted run, and those of the tail.
+    fn within(&self, lo: End, hi: End) -> (&[(Num, u32)], impl Iterator<Item = &(Num, u32)> + '_) {
+        let above = move |v: &Num| match lo {
             End::Open => true,
             End::Included(x) => *v >= x,
             End::Excluded(x) => *v > x,
         };
-        let below = |v: &Num| match hi {
+        let below = move |v: &Num| match hi {
             End::Open => true,
             End::Included(x) => *v <= x,
             End::Excluded(x) => *v < x,
         };
         let from = self.sorted.partition_point(|(v, _)| !above(v));
         let to = from + self.sorted[from..].partition_point(|(v, _)| below(v));
-        out.extend(self.sorted[from..to].iter().map(|&(_, s)| s));
-        out.extend(
-            self.tail
-                .iter()
-                .filter(|(v, _)| above(v) && below(v))
-                .map(|&(_, s)| s),
-        );
+        let tail = self.tail.iter().filter(move |(v, _)| above(v) && below(v));
+        (&self.sorted[from..to], tail)
     }
 
     pub(crate) fn memory_bytes(&self) -> usize {

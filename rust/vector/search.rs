@@ -37,7 +37,7 @@ pub fn plan_for(
 
 /// What the planner reads, with the candidate slots the slot lists give (if any).
 fn counts(index: &VectorIndex, filter: Option<&Filter>) -> (Counts, Option<Candidates>) {
-    let candidates = filter.and_then(|f| index.postings.candidates(f));
+    let candidates = filter.and_then(|f| settled(index, f, index.postings.candidates(f)));
     let allowed = filter.map(|f| match &candidates {
         Some(c) if c.exact => c.count(index.len()),
         // A bound: the records inside it are sampled.
@@ -50,6 +50,31 @@ fn counts(index: &VectorIndex, filter: Option<&Filter>) -> (Counts, Option<Candi
         posted: candidates.is_some(),
     };
     (counts, candidates)
+}
+
+/// A bound of no more than [`SAMPLE_SIZE`] slots checked against `filter` record by record,
+/// which is what its estimate would read: the slots that pass, exactly. Any other set as given.
+fn settled(
+    index: &VectorIndex,
+    filter: &Filter,
+    candidates: Option<Candidates>,
+) -> Option<Candidates> {
+    match candidates {
+        Some(Candidates {
+            mut slots,
+            exact: false,
+            complement: false,
+        }) if slots.len() <= SAMPLE_SIZE => {
+            let g = &index.graph;
+            slots.retain(|&s| !g.is_deleted(s) && filter.matches(&index.records.get(s)));
+            Some(Candidates {
+                slots,
+                exact: true,
+                complement: false,
+            })
+        }
+        other => other,
+    }
 }
 
 /// [`search`], also saying whether a graph search fell back to the exact scan.
@@ -192,7 +217,7 @@ impl<'f> Gate<'f> {
 
 /// Every live slot `filter` allows, ascending, read from the slot lists where they bound it.
 pub fn allowed_slots(index: &VectorIndex, filter: Option<&Filter>) -> Vec<u32> {
-    let candidates = filter.and_then(|f| index.postings.candidates(f));
+    let candidates = filter.and_then(|f| settled(index, f, index.postings.candidates(f)));
     allowed_from(index, filter, candidates)
 }
 

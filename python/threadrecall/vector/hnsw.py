@@ -401,12 +401,10 @@ class HnswVectorStore(AsyncTwins):
             if not _is_int(top_k) or top_k < 1:
                 raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
             top_k = min(int(top_k), _LARGEST_K)  # the core returns no more hits than vectors
-        if filter is not None:
-            check_texts(filter, "the filter")
         if type(vector) is not np.ndarray or vector.dtype != np.float32 or vector.ndim != 1:
             vector = _as_matrix(vector, loaded.index.dim, single=True)[0]
-        # One crossing: the core searches and builds the results, each holding its cached
-        # metadata text, decoded only when read.
+        # One crossing: the core reads the filter (refusing a lone surrogate in it), searches
+        # and builds the results, each holding its cached metadata text, decoded only when read.
         flt = None if filter == {} else filter
         results, missing = loaded.index.query(vector, top_k, flt, self.ef_search,
                                               result=QueryResult)

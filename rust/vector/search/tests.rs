@@ -196,9 +196,59 @@ fn a_rare_value_of_any_low_cardinality_key_is_scanned_from_its_lists() {
         ("bucket", map(vec![("$lt", Input::Int(3))])),
         ("name", map(vec![("$lt", s("x10000"))])),
     ]));
+    // The lists only bound it (600 slots)...
+    assert!(!idx.postings.candidates(&unsorted).unwrap().exact);
+    // ...and so few are checked record by record: exactly the 300 that pass.
     let (chosen, c) = plan_for(&idx, 10, Some(&unsorted), None);
     assert_eq!(chosen, Plan::ExactPosted);
-    assert!(!c.unwrap().exact);
+    let c = c.unwrap();
+    assert!(c.exact);
+    assert_eq!(c.slots.len(), 300);
+}
+
+#[test]
+fn a_small_list_and_a_wide_range_check_the_lists_records_against_the_range() {
+    let (idx, _) = index(20000);
+    let f = filter(map(vec![
+        ("bucket", Input::Int(7)),
+        ("n", map(vec![("$lt", Input::Int(10000))])),
+    ]));
+    // The range (10,000 slots) is not gathered: the list's 200 slots bound the filter.
+    let c = idx.postings.candidates(&f).unwrap();
+    assert!(!c.exact && !c.complement);
+    assert_eq!(c.slots.len(), 200);
+    // Their records checked against the range: exactly the 100 that pass.
+    let (chosen, c) = plan_for(&idx, 10, Some(&f), None);
+    assert_eq!(chosen, Plan::ExactPosted);
+    let c = c.unwrap();
+    assert!(c.exact);
+    assert_eq!(c.slots.len(), 100);
+    let mut want: Vec<String> = (0..10000)
+        .step_by(100)
+        .map(|i| format!("v{}", i + 7))
+        .collect();
+    want.sort();
+    let mut got = idx.ids_where(&f);
+    got.sort();
+    assert_eq!(got, want);
+    // Negated, the range is gathered: only an exact set has a complement.
+    let not = filter(map(vec![(
+        "$not",
+        map(vec![
+            ("bucket", Input::Int(7)),
+            ("n", map(vec![("$lt", Input::Int(10000))])),
+        ]),
+    )]));
+    let c = idx.postings.candidates(&not).unwrap();
+    assert!(c.exact && c.complement && c.count(idx.len()) == 19900);
+    // A range near the list's size is gathered and intersected.
+    let near = filter(map(vec![
+        ("bucket", Input::Int(7)),
+        ("n", map(vec![("$lt", Input::Int(1000))])),
+    ]));
+    let c = idx.postings.candidates(&near).unwrap();
+    assert!(c.exact);
+    assert_eq!(c.slots.len(), 10);
 }
 
 #[test]
