@@ -232,6 +232,12 @@ impl<'py> Parser<'_, '_, 'py> {
         }
     }
 
+    /// Python's decoder gives its own objects for `NaN` and the infinities (one NaN, so two
+    /// decoded NaNs compare equal inside lists and dicts, where identity comes first): these.
+    fn constant(&self, name: &str) -> Parsed<'py> {
+        Ok(self.py.import("json.decoder")?.getattr(name)?)
+    }
+
     fn value(&mut self, depth: usize) -> Parsed<'py> {
         let py = self.py;
         match self.peek() {
@@ -244,9 +250,9 @@ impl<'py> Parser<'_, '_, 'py> {
             _ if self.eat("null") => Ok(py.None().into_bound(py)),
             _ if self.eat("true") => Ok(PyBool::new(py, true).to_owned().into_any()),
             _ if self.eat("false") => Ok(PyBool::new(py, false).to_owned().into_any()),
-            _ if self.eat("NaN") => Ok(PyFloat::new(py, f64::NAN).into_any()),
-            _ if self.eat("Infinity") => Ok(PyFloat::new(py, f64::INFINITY).into_any()),
-            _ if self.eat("-Infinity") => Ok(PyFloat::new(py, f64::NEG_INFINITY).into_any()),
+            _ if self.eat("NaN") => self.constant("NaN"),
+            _ if self.eat("Infinity") => self.constant("PosInf"),
+            _ if self.eat("-Infinity") => self.constant("NegInf"),
             _ => Err(Skip::Unsupported),
         }
     }
