@@ -107,6 +107,7 @@ class Database:
         self._write_cursor: duckdb.DuckDBPyConnection | None = None  # one for every transaction: a new one costs
         self._appenders: dict[str, Any] = {}  # the write cursor's, by table
         self._owner: int | None = None
+        self._joined = _Joined(self)
         self._queue: list[_Job] = []
         self._queue_lock = threading.Lock()
         self._journal: Journal | None = None
@@ -186,10 +187,16 @@ class Database:
             cur = self._local.cursor = self._conn.cursor()
         return cur
 
-    @contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def transaction(self) -> Any:
         """Serialise a write; nested calls join the outermost transaction. It yields the
         transaction's connection (``execute``, ``sql``, ``register``... as on a DuckDB one)."""
+        # Only the owner of the lock sees its own ident there: a nested call joins at once.
+        if self._depth and self._owner == threading.get_ident():
+            return self._joined
+        return self._outermost()
+
+    @contextmanager
+    def _outermost(self) -> Iterator[Any]:
         with self._lock:
             if self._depth:
                 self._depth += 1
@@ -595,6 +602,22 @@ def _merged(rows: list[_Rows]) -> list[_Rows]:
         else:
             merged.append(_Rows(rows_.table, rows_.row, list(rows_.values)))
     return merged
+
+
+class _Joined:
+    """A nested ``transaction()``: it joins the open transaction of the lock's owner."""
+
+    __slots__ = ("db",)
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def __enter__(self) -> Any:
+        self.db._depth += 1
+        return self.db._writer
+
+    def __exit__(self, *exc: object) -> None:
+        self.db._depth -= 1
 
 
 class _Job:
