@@ -589,18 +589,29 @@ class _Writer:
 
 
 def _merged(rows: list[_Rows]) -> list[_Rows]:
-    """The same rows, those of one table right after each other appended together.
+    """The same rows, those of one table appended together, in one appender flush per table.
 
-    >>> [r.count for r in _merged([_Rows("t", "(?)", [1]), _Rows("t", "(?)", [2]), _Rows("u", "(?)", [3])])]
-    [2, 1]
+    Journalled rows are inserts of keys new to their table, and no table refers to another
+    (no foreign keys), so only the order within a table is kept: a journal that alternates
+    between tables (a new thread, its messages, the next thread...) still applies in one
+    flush per table, not one per record. A row that cannot be appended stays in its place.
+
+    >>> merged = _merged([_Rows("t", "(?)", [1]), _Rows("u", "(?)", [2]), _Rows("t", "(?)", [3])])
+    >>> [(r.table, r.values) for r in merged]
+    [('t', [1, 3]), ('u', [2])]
     """
     merged: list[_Rows] = []
+    groups: dict[tuple[str, str], _Rows] = {}
     for rows_ in rows:
-        last = merged[-1] if merged else None
-        if last is not None and (last.table, last.row) == (rows_.table, rows_.row) and last.plain:
-            last.values.extend(rows_.values)
-        else:
-            merged.append(_Rows(rows_.table, rows_.row, list(rows_.values)))
+        key = (rows_.table, rows_.row)
+        group = groups.get(key)
+        if group is not None:
+            group.values.extend(rows_.values)
+            continue
+        copy = _Rows(rows_.table, rows_.row, list(rows_.values))
+        if copy.plain:
+            groups[key] = copy
+        merged.append(copy)
     return merged
 
 
