@@ -70,8 +70,12 @@ _COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 _UUID_EPOCH = 0x01B21DD213814000
 
 
+# One encoder for every key (``json.dumps`` with options builds a new one per call).
+_KEY_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _key(*parts: Any) -> str:
-    return json.dumps(parts, separators=(",", ":"), ensure_ascii=False)
+    return _KEY_ENCODER.encode(parts)
 
 
 def _now() -> datetime:
@@ -294,7 +298,7 @@ _NS_THREAD = "langgraph-store:"
 
 
 def _ns_thread(namespace: tuple[str, ...]) -> str:
-    return _NS_THREAD + json.dumps(list(namespace), separators=(",", ":"), ensure_ascii=False)
+    return _NS_THREAD + _KEY_ENCODER.encode(list(namespace))
 
 
 def _item_id(namespace: tuple[str, ...], key: str) -> str:

@@ -107,6 +107,7 @@ class Database:
         self._write_cursor: duckdb.DuckDBPyConnection | None = None  # one for every transaction: a new one costs
         self._appenders: dict[str, Any] = {}  # the write cursor's, by table
         self._owner: int | None = None
+        self._joined = _Joined(self)
         self._queue: list[_Job] = []
         self._queue_lock = threading.Lock()
         self._journal: Journal | None = None
@@ -186,10 +187,16 @@ class Database:
             cur = self._local.cursor = self._conn.cursor()
         return cur
 
-    @contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def transaction(self) -> Any:
         """Serialise a write; nested calls join the outermost transaction. It yields the
         transaction's connection (``execute``, ``sql``, ``register``... as on a DuckDB one)."""
+        # Only the owner of the lock sees its own ident there: a nested call joins at once.
+        if self._depth and self._owner == threading.get_ident():
+            return self._joined
+        return self._outermost()
+
+    @contextmanager
+    def _outermost(self) -> Iterator[Any]:
         with self._lock:
             if self._depth:
                 self._depth += 1
@@ -582,19 +589,46 @@ class _Writer:
 
 
 def _merged(rows: list[_Rows]) -> list[_Rows]:
-    """The same rows, those of one table right after each other appended together.
+    """The same rows, those of one table appended together, in one appender flush per table.
 
-    >>> [r.count for r in _merged([_Rows("t", "(?)", [1]), _Rows("t", "(?)", [2]), _Rows("u", "(?)", [3])])]
-    [2, 1]
+    Journalled rows are inserts of keys new to their table, and no table refers to another
+    (no foreign keys), so only the order within a table is kept: a journal that alternates
+    between tables (a new thread, its messages, the next thread...) still applies in one
+    flush per table, not one per record. A row that cannot be appended stays in its place.
+
+    >>> merged = _merged([_Rows("t", "(?)", [1]), _Rows("u", "(?)", [2]), _Rows("t", "(?)", [3])])
+    >>> [(r.table, r.values) for r in merged]
+    [('t', [1, 3]), ('u', [2])]
     """
     merged: list[_Rows] = []
+    groups: dict[tuple[str, str], _Rows] = {}
     for rows_ in rows:
-        last = merged[-1] if merged else None
-        if last is not None and (last.table, last.row) == (rows_.table, rows_.row) and last.plain:
-            last.values.extend(rows_.values)
-        else:
-            merged.append(_Rows(rows_.table, rows_.row, list(rows_.values)))
+        key = (rows_.table, rows_.row)
+        group = groups.get(key)
+        if group is not None:
+            group.values.extend(rows_.values)
+            continue
+        copy = _Rows(rows_.table, rows_.row, list(rows_.values))
+        if copy.plain:
+            groups[key] = copy
+        merged.append(copy)
     return merged
+
+
+class _Joined:
+    """A nested ``transaction()``: it joins the open transaction of the lock's owner."""
+
+    __slots__ = ("db",)
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def __enter__(self) -> Any:
+        self.db._depth += 1
+        return self.db._writer
+
+    def __exit__(self, *exc: object) -> None:
+        self.db._depth -= 1
 
 
 class _Job:

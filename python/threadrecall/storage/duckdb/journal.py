@@ -124,7 +124,7 @@ def encode(rows: Sequence[tuple[str, str, Sequence[Any]]]) -> bytes:
     >>> decode(payload)
     [('t', '(?, ?)', [1, datetime.datetime(2026, 1, 2, 0, 0, tzinfo=datetime.timezone.utc)])]
     """
-    return json.dumps(rows, default=_timestamp, separators=(",", ":")).encode()
+    return _ENCODER.encode(rows).encode()
 
 
 def decode(payload: bytes) -> list[tuple[str, str, list[Any]]]:
@@ -136,6 +136,10 @@ def _timestamp(value: Any) -> dict[str, int]:
     if isinstance(value, datetime) and value.tzinfo is not None:
         return {"t": (value - _EPOCH) // timedelta(microseconds=1)}
     raise TypeError(f"a {type(value).__name__} is not journalled")
+
+
+# One encoder for every record (``json.dumps`` with options builds a new one per call).
+_ENCODER = json.JSONEncoder(default=_timestamp, separators=(",", ":"))
 
 
 def _datetime(obj: dict[str, int]) -> datetime:
