@@ -69,6 +69,14 @@ def test_the_core_decodes_as_python_does(content: str, metadata: str) -> None:
     assert _described(decoded) == _described(_decoded(rows))
 
 
+def test_nan_and_the_infinities_are_the_objects_pythons_decoder_gives() -> None:
+    # json.loads returns one NaN object, so decoded metadata holding NaN compares equal.
+    text = '{"x":NaN,"y":Infinity,"z":-Infinity}'
+    (first, _), (second, _) = (_core.stored_messages(_rows("{}", text), _KINDS) for _ in range(2))
+    assert first.metadata == second.metadata == _decoded(_rows("{}", text))[0].metadata
+    assert [first.metadata[k] for k in "xyz"] == [v for v in json.loads(text).values()]
+
+
 @pytest.mark.parametrize("text", LEFT)
 def test_what_the_core_leaves_to_python_decodes_there(text: str) -> None:
     rows = _rows('{"parts":[]}', text)
