@@ -197,14 +197,7 @@ class Database:
 
     @contextmanager
     def _outermost(self) -> Iterator[Any]:
-        with self._lock:
-            if self._depth:
-                self._depth += 1
-                try:
-                    yield self._writer
-                finally:
-                    self._depth -= 1
-                return
+        with self._lock:  # held, no other thread's transaction is open (nested ones joined above)
             if self._write_cursor is None:
                 self._write_cursor = self._conn.cursor()
             writer = self._writer = _Writer(self._write_cursor, self._appenders, self.settle,
