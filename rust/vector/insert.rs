@@ -13,9 +13,9 @@
 //! the batch off the queue; until then searches never collect its slots, and scan them exactly.
 //!
 //! Neighbour lists are pruned with the usual diversity heuristic, with one exception: a slot
-//! is never dropped from the last level-0 list holding it while the list has room. Without it,
-//! duplicates and near-duplicates (which all look redundant beside each other) lose every
-//! in-link and drop out of reach of any search.
+//! held by fewer than [`MIN_HOLDERS`] other level-0 lists is not dropped while the list has
+//! room. Without it, duplicates and near-duplicates (which all look redundant beside each
+//! other) lose nearly every in-link and drop out of reach of ordinary searches.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -24,6 +24,11 @@ use crate::vector::graph::{Graph, Near, Query, NONE};
 
 /// A new slot keeps at least `m / MIN_KEPT_DIVISOR` neighbours, however redundant.
 const MIN_KEPT_DIVISOR: usize = 2;
+
+/// A level-0 list with room keeps a slot that fewer than this many other lists hold. With one,
+/// a near-duplicate among hundreds of equally near ones could be left with a single in-link
+/// that a search of ordinary breadth passes by.
+const MIN_HOLDERS: i64 = 4;
 
 /// How to link one queued slot, worked out by [`Graph::plan_link`].
 #[derive(Debug)]
@@ -407,14 +412,14 @@ impl Graph {
             kept.push(c);
         }
         if level == 0 {
-            // A slot this list was the last (or, for `to`, would be the first) to hold keeps
-            // its place while there is room: the nearest such first.
+            // A slot that few other lists hold keeps its place while there is room, the
+            // nearest such first.
             for c in &pool {
                 if kept.len() >= cap {
                     break;
                 }
-                let held_here = (c.slot != to) as i64;
-                if indegree(c.slot) <= held_here && !kept.contains(&c.slot) {
+                let elsewhere = indegree(c.slot) - (c.slot != to) as i64;
+                if elsewhere < MIN_HOLDERS && !kept.contains(&c.slot) {
                     kept.push(c.slot);
                 }
             }
