@@ -228,12 +228,14 @@ OWNED_WINDOW = ("(" + WINDOW + """) UNION ALL
 """)
 
 def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, after: bool,
-         before: bool, forward: bool, owner: bool = False) -> str:
+         before: bool, forward: bool, owner: bool = False, stored_total: bool = False) -> str:
     """One page of a thread with the count of every message passing the same conditions, and
     whether each cursor names a message of the thread, in one statement (``Timeline.page``'s
     rules: ``start``/``end`` are the comparison operators of the date bounds). ``owner`` adds
     the resource of the thread (``NULL``: no such thread) to the counts' row, which comes
-    first (with no message id); the page's rows follow, ``PAGE_COLUMNS`` after four nulls."""
+    first (with no message id); the page's rows follow, ``PAGE_COLUMNS`` after four nulls.
+    ``stored_total`` (only without bounds, filter and cursors, and with no resource or a
+    non-empty one) reads the total from ``thread_counts`` instead of counting the rows."""
     cond = ["m.thread_id = (SELECT %(thread)s::text)"]
     if resource:
         cond.append("m.resource_id = (SELECT %(resource)s::text)")
@@ -260,6 +262,11 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
     order = f"ORDER BY m.created_at{direction}, m.seq{direction}"
     window = "OFFSET (SELECT %(offset)s::bigint) LIMIT (SELECT %(limit)s::bigint)"
     counted = f"(SELECT count(*) FROM {{s}}.messages m WHERE {where})"
+    if stored_total:
+        # No bound, filter or cursor: the total is the thread's kept count (``thread_counts``).
+        key = " AND c.resource_id = (SELECT %(resource)s::text)" if resource else ""
+        counted = ("(SELECT coalesce(sum(c.n), 0)::bigint FROM {s}.thread_counts c "
+                   f"WHERE c.thread_id = (SELECT %(thread)s::text){key})")
     if metadata:
         # The filter reads every row of the thread from the heap: the page's rows come with
         # the count of all that pass (one pass, where a separate count would read them again);
