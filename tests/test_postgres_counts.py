@@ -93,7 +93,7 @@ def _churn(dsn: str, schema: str, seed: int, rounds: int, out) -> None:
         kind = rng.random()
         if kind < 0.6:
             store.save_messages([_message(f"m{rng.randrange(40)}", rng.choice(THREADS), rng.choice(RESOURCES),
-                                          rng.randrange(100)) for _ in range(rng.randint(1, 4))])
+                                          rng.randrange(100)) for _ in range(rng.randint(1, 3))])
         elif kind < 0.95:
             store.delete_messages([f"m{rng.randrange(40)}" for _ in range(rng.randint(1, 3))])
         else:
@@ -118,7 +118,7 @@ def test_counts_stay_exact_under_processes_writing_the_same_messages(pg_dsn, pg_
     store.save_threads([Thread(t, "r1") for t in THREADS])
     context = multiprocessing.get_context("spawn")
     out = context.Queue()
-    workers = [context.Process(target=_churn, args=(pg_dsn, pg_schema, 17 + i, 400, out)) for i in range(4)]
+    workers = [context.Process(target=_churn, args=(pg_dsn, pg_schema, 17 + i, 150, out)) for i in range(4)]
     for worker in workers:
         worker.start()
     [out.get(timeout=300) for _ in workers]
