@@ -79,6 +79,10 @@ def test_counts_follow_inserts_upserts_moves_deletes_and_rollbacks(pg_dsn, pg_sc
     memory.save_messages([{"id": "y1", "thread_id": "t5", "resource_id": "r2", "role": "user", "content": "hi"}])
     assert memory.recall("t5").total == 1 and memory.recall("t5", resource_id="r2").total == 1
     _check(store, pg_dsn, pg_schema)
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(sql.SQL("TRUNCATE {}.messages").format(sql.Identifier(pg_schema)))
+    assert _kept_and_counted(pg_dsn, pg_schema) == ({}, {})
+    assert memory.recall("t5").total == 0
     store.close()
 
 

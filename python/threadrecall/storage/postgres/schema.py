@@ -113,7 +113,8 @@ MIGRATIONS: list[str] = [
     # counting the thread's rows. Inserts and deletes are counted once per statement from what
     # it actually changed (its transition table: an upsert's inserted rows only, whatever the
     # writer's snapshot saw); an update is counted only for a row that changed thread or
-    # resource (the trigger's condition, checked without calling the function otherwise).
+    # resource (the trigger's condition, checked without calling the function otherwise); a
+    # TRUNCATE empties them.
     # Counts are added under each key's row lock, in key order: exact under concurrent
     # writers. The triggers come first: they lock the table against writers until the counts
     # of the stored messages are filled in.
@@ -136,6 +137,8 @@ MIGRATIONS: list[str] = [
             SELECT thread_id, coalesce(resource_id, ''), -count(*) FROM old_rows
             GROUP BY 1, 2 ORDER BY 1, 2
             ON CONFLICT (thread_id, resource_id) DO UPDATE SET n = c.n + excluded.n;
+        ELSIF TG_OP = 'TRUNCATE' THEN
+            DELETE FROM {s}.thread_counts;
         ELSE
             INSERT INTO {s}.thread_counts AS c (thread_id, resource_id, n)
             VALUES (OLD.thread_id, coalesce(OLD.resource_id, ''), -1),
@@ -152,6 +155,8 @@ MIGRATIONS: list[str] = [
         EXECUTE FUNCTION {s}.count_messages();
     CREATE TRIGGER counted_deletes AFTER DELETE ON {s}.messages
         REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.count_messages();
+    CREATE TRIGGER counted_truncates AFTER TRUNCATE ON {s}.messages
+        FOR EACH STATEMENT EXECUTE FUNCTION {s}.count_messages();
     INSERT INTO {s}.thread_counts (thread_id, resource_id, n)
     SELECT thread_id, coalesce(resource_id, ''), count(*) FROM {s}.messages GROUP BY 1, 2;
     """,
