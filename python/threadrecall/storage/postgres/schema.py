@@ -108,6 +108,58 @@ MIGRATIONS: list[str] = [
     DROP INDEX {s}.messages_line;
     ALTER INDEX {s}.messages_line_scoped RENAME TO messages_line;
     """,
+    # How many messages each thread holds per resource ('' for none), kept by triggers on
+    # every write of the messages table, so an unfiltered page reads its total instead of
+    # counting the thread's rows. Inserts and deletes are counted once per statement from what
+    # it actually changed (its transition table: an upsert's inserted rows only, whatever the
+    # writer's snapshot saw); an update is counted only for a row that changed thread or
+    # resource (the trigger's condition, checked without calling the function otherwise); a
+    # TRUNCATE empties them.
+    # Counts are added under each key's row lock, in key order: exact under concurrent
+    # writers. The triggers come first: they lock the table against writers until the counts
+    # of the stored messages are filled in.
+    """
+    CREATE TABLE {s}.thread_counts (
+        thread_id TEXT NOT NULL,
+        resource_id TEXT NOT NULL,
+        n BIGINT NOT NULL,
+        PRIMARY KEY (thread_id, resource_id)
+    );
+    CREATE FUNCTION {s}.count_messages() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO {s}.thread_counts AS c (thread_id, resource_id, n)
+            SELECT thread_id, coalesce(resource_id, ''), count(*) FROM new_rows
+            GROUP BY 1, 2 ORDER BY 1, 2
+            ON CONFLICT (thread_id, resource_id) DO UPDATE SET n = c.n + excluded.n;
+        ELSIF TG_OP = 'DELETE' THEN
+            INSERT INTO {s}.thread_counts AS c (thread_id, resource_id, n)
+            SELECT thread_id, coalesce(resource_id, ''), -count(*) FROM old_rows
+            GROUP BY 1, 2 ORDER BY 1, 2
+            ON CONFLICT (thread_id, resource_id) DO UPDATE SET n = c.n + excluded.n;
+        ELSIF TG_OP = 'TRUNCATE' THEN
+            DELETE FROM {s}.thread_counts;
+        ELSE
+            INSERT INTO {s}.thread_counts AS c (thread_id, resource_id, n)
+            VALUES (OLD.thread_id, coalesce(OLD.resource_id, ''), -1),
+                   (NEW.thread_id, coalesce(NEW.resource_id, ''), 1)
+            ORDER BY 1, 2
+            ON CONFLICT (thread_id, resource_id) DO UPDATE SET n = c.n + excluded.n;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER counted_inserts AFTER INSERT ON {s}.messages
+        REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.count_messages();
+    CREATE TRIGGER counted_moves AFTER UPDATE OF thread_id, resource_id ON {s}.messages FOR EACH ROW
+        WHEN (OLD.thread_id IS DISTINCT FROM NEW.thread_id OR OLD.resource_id IS DISTINCT FROM NEW.resource_id)
+        EXECUTE FUNCTION {s}.count_messages();
+    CREATE TRIGGER counted_deletes AFTER DELETE ON {s}.messages
+        REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.count_messages();
+    CREATE TRIGGER counted_truncates AFTER TRUNCATE ON {s}.messages
+        FOR EACH STATEMENT EXECUTE FUNCTION {s}.count_messages();
+    INSERT INTO {s}.thread_counts (thread_id, resource_id, n)
+    SELECT thread_id, coalesce(resource_id, ''), count(*) FROM {s}.messages GROUP BY 1, 2;
+    """,
 ]
 
 

@@ -521,12 +521,15 @@ class PostgresStorage:
         forward = True if after_id is not None else False if before_id is not None else not descending
         shape = (resource_id is not None, None if start is None else (">" if start_exclusive else ">="),
                  None if end is None else ("<" if end_exclusive else "<="), bool(metadata),
-                 after_id is not None, before_id is not None, forward, check_owner is not None)
+                 after_id is not None, before_id is not None, forward, check_owner is not None,
+                 start is None and end is None and not metadata and after_id is None
+                 and before_id is None and resource_id != "")
         query = self._pages.get(shape)
         if query is None:
             query = self._pages[shape] = self._text(q.page(
                 resource=shape[0], start=shape[1], end=shape[2], metadata=shape[3],
-                after=shape[4], before=shape[5], forward=forward, owner=shape[7]))
+                after=shape[4], before=shape[5], forward=forward, owner=shape[7],
+                stored_total=shape[8]))
         found = self._fetch(query, {
             "thread": thread_id, "resource": resource_id, "start": start, "end": end,
             "filter": filter_value(metadata) if metadata else None, "after": after_id,
