@@ -27,7 +27,7 @@ def test_caught_up_reads_equal_whole_reads_after_random_writes(tmp_path, seed):
     n = 0
     for _ in range(120):
         op = rng.choice(["append", "append", "append", "early", "update", "move", "delete",
-                         "delete_thread", "other_resource", "transaction"])
+                         "delete_thread", "other_resource", "transaction", "read_in_transaction"])
         t = rng.choice(threads)
         ids = [r[0] for r in whole(memory, t)]
         if op in ("append", "early", "other_resource"):
@@ -50,6 +50,12 @@ def test_caught_up_reads_equal_whole_reads_after_random_writes(tmp_path, seed):
             with memory.transaction():
                 memory.save_messages([{"id": f"m{n}", "thread_id": t, "role": "user", "content": "tx"}])
                 assert memory._thread_rows(t) == whole(memory, t)  # its own write, not yet committed
+            n += 1
+        elif op == "read_in_transaction":
+            with memory.transaction():
+                assert memory._thread_rows(t) == whole(memory, t)  # nothing written yet: committed rows
+                memory.save_messages([{"id": f"m{n}", "thread_id": t, "role": "user", "content": "tx"}])
+                assert memory._thread_rows(t) == whole(memory, t)
             n += 1
         for thread_id in threads:
             assert memory._thread_rows(thread_id) == whole(memory, thread_id), (seed, op)

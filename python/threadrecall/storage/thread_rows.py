@@ -6,10 +6,12 @@ The framework adapters read a chat history whole on every turn (a LangChain hist
 thread again from the replica and sorting them, a read asks the feed what committed since the
 thread's previous read: new messages of the thread that sort after its last row are added at
 the end, and anything else that touched the thread (a message changed, moved or deleted, the
-thread deleted, a feed that no longer reaches back, an open transaction, whose own writes the
-feed does not hold) makes the read a whole one again. Unchanged rows are the same tuples as the
-previous read's, so a caller comparing them with what it kept (``Conversions``) finds them
-equal at once.
+thread deleted, a feed that no longer reaches back, an open transaction that has written
+messages, which the feed does not hold yet) makes the read a whole one again. Unchanged rows
+are the same tuples as the previous read's, so a caller comparing them with what it kept
+(``Conversions``) finds them equal at once. A read in a transaction that has not written
+messages yet sees the committed rows, as the replica's reads there do (LlamaIndex's async
+stores read in one).
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ class ThreadRows:
              resource_id: str | None = None) -> list[MessageRow]:
         """The rows of ``thread_id`` (only those of ``resource_id`` when given), oldest
         first, as ``whole()`` reads them."""
-        if self.storage.db.in_transaction:
+        db = self.storage.db
+        if db.in_transaction and db.scratch.get("messages_written"):  # its own rows: not in the feed
             return whole()
         key = (thread_id, resource_id)
         with self._lock:
