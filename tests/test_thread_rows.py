@@ -8,6 +8,7 @@ import random
 import pytest
 
 from threadrecall import Memory
+from threadrecall.integrations.conversions import Conversions
 from threadrecall.recall import thread_rows
 from threadrecall.storage import DuckDBStorage
 from threadrecall.storage.duckdb import storage as duckdb_storage
@@ -24,6 +25,7 @@ def test_caught_up_reads_equal_whole_reads_after_random_writes(tmp_path, seed):
     threads = ["t0", "t1"]
     for t in threads:
         memory.create_thread("u", thread_id=t)
+    converted = Conversions(lambda m: (m.id, m.text, m.thread_id))
     n = 0
     for _ in range(120):
         op = rng.choice(["append", "append", "append", "early", "update", "move", "delete",
@@ -59,6 +61,8 @@ def test_caught_up_reads_equal_whole_reads_after_random_writes(tmp_path, seed):
             n += 1
         for thread_id in threads:
             assert memory._thread_rows(thread_id) == whole(memory, thread_id), (seed, op)
+            assert converted.of_rows(memory._thread_rows(thread_id), thread_id) == [
+                (m.id, m.text, m.thread_id) for m in memory.recall(thread_id, per_page=False).messages]
             assert memory._thread_rows(thread_id, "u") == whole(memory, thread_id, "u"), (seed, op)
     memory.close()
 
