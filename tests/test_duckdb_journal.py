@@ -115,7 +115,8 @@ def test_a_torn_last_record_is_dropped_and_writing_goes_on(tmp_path):
     acked = kill_after_acks(WRITER, path, 20)
     journal = Path(f"{path}.journal")
     whole = Journal(journal).records()
-    with journal.open("ab") as file:  # the start of a record whose write was cut short
+    with journal.open("r+b") as file:  # the start of a record whose write was cut short
+        file.seek(Journal(journal).size)
         file.write(b"\x40\x00\x00\x00\x12\x34")
     ids = recalled(path)
     assert len(ids) >= acked + 1
@@ -125,13 +126,58 @@ def test_a_torn_last_record_is_dropped_and_writing_goes_on(tmp_path):
     assert recalled(path) == [*ids, "after"]
 
 
+def test_an_emptied_journal_is_written_again_from_its_start_and_reads_no_old_record(tmp_path):
+    path = tmp_path / "m.journal"
+    journal = Journal(path, reserve=4096)
+    assert path.stat().st_size == 4096 and journal.records() == []
+    for n in (1, 2, 3):
+        journal.append(n, b"old record %d" % n)
+    journal.clear()
+    assert Journal(path).records() == [] and path.stat().st_size == 4096  # not truncated
+    journal.append(4, b"new record 4")  # as long as an old one: it ends where old record 2 starts
+    assert Journal(path).records() == [(4, b"new record 4")]
+    journal.append(5, b"5")
+    assert Journal(path).records() == [(4, b"new record 4"), (5, b"5")]  # old bytes after it: cut
+    journal.close()
+
+
+def test_old_records_that_come_back_after_an_emptying_are_not_applied_again(tmp_path):
+    """The emptying zeroes the first header without waiting for the disk: records it hid may be
+    read again after a crash, and the database's number of the last applied skips them."""
+    path = tmp_path / "m.duckdb"
+    memory = Memory(storage=DuckDBStorage(path))
+    memory.create_thread("r1", thread_id="t1")
+    memory.save_messages([{"id": f"m{n}", "thread_id": "t1", "role": "user", "content": "x"} for n in range(3)])
+    journal = memory.storage.db._journal
+    old = Path(f"{path}.journal").read_bytes()[:journal.size]
+    memory.storage.db.settle()  # applied, and the journal emptied
+    memory.save_messages([{"id": "m3", "thread_id": "t1", "role": "user", "content": "y"}])
+    memory.storage.db.settle()
+    memory.close()
+    Path(f"{path}.journal").write_bytes(old)  # as if the zeroed header had not reached the disk
+    assert recalled(path) == ["m0", "m1", "m2", "m3"] and counted(path) == 4
+
+
+WRITER_EMPTYING = WRITER.replace("1 << 40  # nothing reaches DuckDB before the kill",
+                                 "2048  # applied and emptied every few saves")
+
+
+def test_sigkill_while_the_journal_is_emptied_and_refilled_keeps_every_save_once_in_order(tmp_path):
+    path = tmp_path / "m.duckdb"
+    acked = kill_after_acks(WRITER_EMPTYING, path, 150)
+    ids = recalled(path)
+    assert len(ids) >= acked + 1
+    assert ids == [f"m{n}" for n in range(len(ids))]
+    assert counted(path) == len(ids)
+
+
 def test_a_record_cut_inside_its_payload_is_dropped(tmp_path):
     path = tmp_path / "m.duckdb"
     acked = kill_after_acks(WRITER, path, 20)
     journal = Path(f"{path}.journal")
     numbers = [n for n, _ in Journal(journal).records()]
     data = journal.read_bytes()
-    journal.write_bytes(data[:-1])  # the last record loses its final byte
+    journal.write_bytes(data[:Journal(journal).size - 1])  # the last record loses its final byte
     assert [n for n, _ in Journal(journal).records()] == numbers[:-1]
     ids = recalled(path)
     assert ids == [f"m{n}" for n in range(len(numbers) - 2)]  # the thread's record, then one per message

@@ -44,6 +44,7 @@ from .storage.base import Storage
 from .storage.duckdb import DuckDBStorage
 from .storage.rows import MessageRow, new_id
 from .storage.thread_owners import ensure_threads
+from .storage.thread_rows import ThreadRows
 from .summarize import (
     SummarizeResult,
     asummarize_conversation,
@@ -141,6 +142,8 @@ class Memory:
             vector, embedder, index_name=semantic.index_name if semantic else None)
         self._titler = Titler.from_config(self.options.generate_title)
         self._gate = WriteGate()
+        # Whole-thread reads of the adapters, caught up from an in-process change feed.
+        self._thread_reads = ThreadRows(self.storage) if hasattr(self.storage, "feed_position") else None
 
     def close(self) -> None:
         """Finish background work, save the vector index file and close the database.
@@ -778,7 +781,13 @@ class Memory:
         _check_optional_text(resource_id, "resource_id")
         _, metadata = _split_filter({"metadata": metadata} if metadata else None)
         check = functools.partial(_owner_is, thread_id, resource_id, False) if resource_id else None
-        return thread_rows(self.storage, thread_id, check, resource_id=resource_id, metadata=metadata)
+        if self._thread_reads is None or metadata:
+            return thread_rows(self.storage, thread_id, check, resource_id=resource_id, metadata=metadata)
+        if check is not None:
+            thread = self.storage.get_thread(thread_id)
+            check(None if thread is None else thread.resource_id)
+        return self._thread_reads.read(thread_id, functools.partial(
+            thread_rows, self.storage, thread_id, resource_id=resource_id), resource_id)
 
     def _stored(self, ids: Iterable[str]) -> list[Message]:
         """The stored versions of the messages with these ids (unknown ids skipped)."""

@@ -90,7 +90,8 @@ class MessageContent:
             return cls(parts=[{"type": "text", "text": value}])
         if isinstance(value, Mapping):
             parts = value.get("parts") or ()
-            if isinstance(parts, (str, bytes)) or not all(isinstance(p, Mapping) for p in parts):
+            if isinstance(parts, (str, bytes)) or not all(type(p) is dict or isinstance(p, Mapping)
+                                                          for p in parts):
                 raise TypeError("content parts must be a list of dicts")
             text = value.get("text", value.get("content"))
             if text is not None and not isinstance(text, str):

@@ -11,6 +11,7 @@ changes go through the store, not into the objects.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -42,24 +43,37 @@ class Conversions(Generic[T]):
 
     def __init__(self, convert: Callable[[Message], T]) -> None:
         self.convert = convert
-        self._kept: dict[str, dict[str, tuple[MessageRow, T]]] = {}  # thread -> message id -> pair
+        self._kept: dict[str, tuple[list[MessageRow], list[T]]] = {}  # thread -> its last read
 
     def of_rows(self, rows: Sequence[MessageRow], thread_id: str = "") -> list[T]:
         """The objects of stored ``rows`` (a read of the thread ``thread_id``, in order): a row
         equal to one of the thread's previous read gives back that read's object, the others
-        are decoded in one pass and converted. What is kept of the thread is this read."""
-        last = self._kept.pop(thread_id, {})
-        now: dict[str, tuple[MessageRow, T]] = {}
-        changed = []
-        for row in rows:
-            hit = last.get(row[0])
-            if hit is not None and hit[0] == row:
-                now[row[0]] = hit
-            else:
-                changed.append(row)
-        for row, message in zip(changed, messages_of(changed)):
-            now[row[0]] = (row, self.convert(message))
-        self._kept[thread_id] = now
+        are decoded in one pass and converted. What is kept of the thread is this read.
+
+        A read that begins with the previous read's very rows (the same tuples, as a read
+        caught up from the change feed gives them: ``Memory._thread_rows``) converts only the
+        rows after them, without comparing the others one by one."""
+        rows = list(rows)
+        last_rows, last_objects = self._kept.pop(thread_id, ([], []))
+        n = len(last_rows)
+        if n and len(rows) >= n and rows[n - 1] is last_rows[-1] and all(map(operator.is_, rows, last_rows)):
+            objects = last_objects + self._converted(rows[n:])
+        else:
+            last = {row[0]: (row, obj) for row, obj in zip(last_rows, last_objects)}
+            found: dict[str, T] = {}
+            changed = []
+            for row in rows:
+                hit = last.get(row[0])
+                if hit is not None and hit[0] == row:
+                    found[row[0]] = hit[1]
+                else:
+                    changed.append(row)
+            found.update(zip((r[0] for r in changed), self._converted(changed)))
+            objects = [found[row[0]] for row in rows]
+        self._kept[thread_id] = (rows, objects)
         while len(self._kept) > KEPT_THREADS:
             self._kept.pop(next(iter(self._kept)), None)
-        return [now[row[0]][1] for row in rows]
+        return list(objects)
+
+    def _converted(self, rows: Sequence[MessageRow]) -> list[T]:
+        return [self.convert(m) for m in messages_of(rows)] if rows else []

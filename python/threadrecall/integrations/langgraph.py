@@ -473,13 +473,15 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
         values = stored.pop("channel_values", {}) or {}
         parent = config["configurable"].get("checkpoint_id")
         messages = [{
-            "id": _blob_id(thread_id, ns, ch, v), "thread_id": tid, "role": "assistant",
+            "id": _blob_id(thread_id, ns, ch, v), "thread_id": tid, "resource_id": self.resource_id,
+            "role": "assistant",
             "type": "langgraph.blob", "metadata": {"kind": "blob", "channel": ch},
             "content": {"parts": [{"type": "data", "value": _b64(
                 self.serde.dumps_typed(values[ch]) if ch in values else ("empty", b""))}]},
         } for ch, v in new_versions.items()]
         messages.append({
-            "id": _cp_id(thread_id, ns, checkpoint["id"]), "thread_id": tid, "role": "assistant",
+            "id": _cp_id(thread_id, ns, checkpoint["id"]), "thread_id": tid, "resource_id": self.resource_id,
+            "role": "assistant",
             "type": "langgraph.checkpoint", "created_at": _uuid_time(checkpoint["id"]),
             "metadata": {"kind": "checkpoint", "checkpoint_id": checkpoint["id"],
                          "parent_checkpoint_id": parent},
@@ -509,7 +511,8 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
             idx = WRITES_IDX_MAP.get(channel, n)
             rows.append((idx, channel, value, _write_id(thread_id, ns, cid, task_id, idx)))
         stored = [{
-            "id": wid, "thread_id": tid, "role": "assistant", "type": "langgraph.write",
+            "id": wid, "thread_id": tid, "resource_id": self.resource_id, "role": "assistant",
+            "type": "langgraph.write",
             "metadata": {"kind": "write", "checkpoint_id": cid, "task_id": task_id, "idx": idx,
                          "channel": channel, "task_path": task_path},
             "content": {"parts": [{"type": "data", "value": _b64(self.serde.dumps_typed(value))}]},

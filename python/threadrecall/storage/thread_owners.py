@@ -8,7 +8,6 @@ as one SQL statement, implement it themselves with the same rules).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..errors import ThreadNotFoundError
@@ -42,8 +41,9 @@ def ensure_threads(storage: Storage, messages: Sequence[Message]) -> dict[str, T
 
 def owned(messages: Sequence[Message], threads: dict[str, Thread]) -> list[Message]:
     """The messages, each without a resource given the resource of its thread."""
-    return [m if m.resource_id is not None else replace(m, resource_id=threads[m.thread_id].resource_id)
-            for m in messages]
+    return [m if m.resource_id is not None else Message(
+        m.id, m.thread_id, threads[m.thread_id].resource_id, m.role, m.content, m.created_at, m.type,
+        m.metadata) for m in messages]  # not replace(): several times slower
 
 
 def save_turn(storage: Storage, messages: Sequence[Message]) -> tuple[list[Message], dict[str, Thread]]:

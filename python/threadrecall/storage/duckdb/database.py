@@ -72,6 +72,10 @@ MERGED_ROWS = 64
 # that share again but pause a save four times as long.
 JOURNAL_BYTES = 256 << 10
 
+# Bytes of zeros the journal file is given when it is opened, so that its records overwrite
+# blocks it has instead of growing it (``journal.py``): the usual journal and its last record.
+JOURNAL_RESERVE = JOURNAL_BYTES + (64 << 10)
+
 # The journals open in this process, by database path: a second ``Database`` of a path open at
 # the same time keeps none (it would replay what the first has not applied yet).
 _JOURNALS: set[str] = set()
@@ -135,7 +139,7 @@ class Database:
                            "number BIGINT NOT NULL)")
                 tx.execute("INSERT OR IGNORE INTO journal_applied VALUES (0, 0)")
             (applied,) = self.cursor().execute("SELECT number FROM journal_applied WHERE id = 0").fetchall()[0]
-            journal = Journal(f"{self.path}.journal")
+            journal = Journal(f"{self.path}.journal", reserve=JOURNAL_RESERVE)
             records = [(n, body) for n, body in journal.records() if n > applied]
             if records and records[0][0] != applied + 1:
                 raise StorageError(

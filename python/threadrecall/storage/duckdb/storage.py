@@ -22,6 +22,7 @@ message. A one-message save is then one statement, which DuckDB commits alone.
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import threading
 import weakref
@@ -490,6 +491,11 @@ class DuckDBStorage:
         """The replica's BM25 index, built on the first call."""
         return self.replica.lexical(self.scan_messages, self.db.transaction)
 
+    @property
+    def feed_position(self) -> int:
+        """The position of the last commit in the change feed."""
+        return self._position
+
     def changes_since(self, position: int) -> Changes:
         """The commits after ``position`` since this store opened (kept in memory: DuckDB has
         no other writer); older positions get ``reset``."""
@@ -497,7 +503,8 @@ class DuckDBStorage:
             head = self._position
             if position == head:
                 return Changes(head)
-            entries = [c for c in self._feed if c.position > position]
+            # Positions are consecutive: the entries after ``position`` are the feed's last ones.
+            entries = list(itertools.islice(reversed(self._feed), max(head - position, 0)))[::-1]
             if position > head or not entries or entries[0].position != position + 1:
                 return Changes(head, reset=True)
         return Changes.merged(head, entries)
