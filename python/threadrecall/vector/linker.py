@@ -4,7 +4,10 @@ link a bulk write at once.
 A committed vector is searchable at once (searches stay exact for vectors still waiting) and
 joins the graph later: ``Linker`` is a daemon thread that links waiting vectors a small chunk
 at a time, each chunk holding the index's write lock only briefly, at the lowest CPU priority,
-and sleeps while there is nothing to link.
+and sleeps while there is nothing to link. A large backlog read from a shared database (an
+index rebuilt from its rows, or a catch-up with other processes' bulk writes) is linked on
+every core by a thread of its own at the same priority (``Linker.link_backlog``), so the
+search that brought it answers at once, from exact scans of the waiting vectors.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import os
 import sys
 import threading
 import weakref
-from typing import Callable
+from typing import Any, Callable
 
 from ..errors import ConfigurationError
 from .loaded import Loaded
@@ -76,6 +79,7 @@ class Linker:
         self._guard = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._bulk: set[int] = set()  # id() of each index a backlog thread is linking
 
     def wake(self) -> None:
         """Start the thread if needed and tell it there may be work."""
@@ -86,6 +90,27 @@ class Linker:
                 self._thread = threading.Thread(target=self._run, name="threadrecall-linker", daemon=True)
                 self._thread.start()
         self._wake.set()
+
+    def link_backlog(self, index: Any, threads: int) -> None:
+        """Link every waiting vector of ``index`` on ``threads`` threads, in a daemon thread of
+        its own at the linker's priority (one per index at a time; it returns when nothing
+        waits). It is not interrupted by ``stop``: the backlog it holds is linked to the end."""
+        with self._guard:
+            if self._stopped or id(index) in self._bulk:
+                return
+            self._bulk.add(id(index))
+        threading.Thread(target=self._link_all, args=(index, threads), name="threadrecall-bulk-linker",
+                         daemon=True).start()
+
+    def _link_all(self, index: Any, threads: int) -> None:
+        lower_priority()  # the threads linking on every core inherit it
+        try:
+            while index.pending and not self._stopped:
+                index.link_all(threads)
+        finally:
+            with self._guard:
+                self._bulk.discard(id(index))
+        self._wake.set()  # the idle linker saves what is due
 
     def stop(self) -> None:
         """Stop the thread after its current chunk; no later wake-up restarts it."""
