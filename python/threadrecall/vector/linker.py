@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 # Vectors the background linker links per hold of an index's write lock.
 LINK_CHUNK = 64
+# Vectors a backlog thread links per batch: each batch holds the index's read lock (searches
+# go on beside it) and a write waits for it to end, so a batch is kept to a fraction of a second.
+BACKLOG_BATCH = 1_024
 # Seconds an idle linker sleeps before looking again (a write wakes it sooner).
 LINK_IDLE_WAIT = 5.0
 # The linker thread's niceness: it links with CPU time nothing else wants.
@@ -106,7 +109,7 @@ class Linker:
         lower_priority()  # the threads linking on every core inherit it
         try:
             while index.pending and not self._stopped:
-                index.link_all(threads)
+                index.link_all(threads, BACKLOG_BATCH)
         finally:
             with self._guard:
                 self._bulk.discard(id(index))
@@ -129,6 +132,8 @@ class Linker:
             for loaded in list(self._loaded.values()):
                 if self._stopped:
                     return
+                if id(loaded.index) in self._bulk:  # its backlog thread links it: a chunk's
+                    continue  # write would wait for a batch, and every search behind it
                 linked += loaded.index.link_pending(LINK_CHUNK)
             if not linked:
                 try:
