@@ -23,8 +23,9 @@ part that fails its checksum: the file is then trusted as of the save before.
 Over an in-memory database, and over PostgreSQL, the float vectors go to an unlinked
 temporary file instead (it has no name on disk and goes away with the process).
 Over PostgreSQL (any number of processes) each process builds its graph from the rows in the
-database on first use, and before each search brings it up to date with one query: the
-index's generation and what changed since the graph's (see ``rows_postgres``). No index file
+database on first use (the rows are searchable once read; a background thread links them), and
+before each search brings it up to date with one query: the index's generation and what
+changed since the graph's (see ``rows_postgres``). No index file
 is kept there: the database is the only copy that counts.
 Writes land in the database inside the caller's transaction and reach the graph only after it
 commits, so a rolled-back outer transaction leaves the index untouched.
