@@ -6,8 +6,8 @@ joins the graph later: ``Linker`` is a daemon thread that links waiting vectors 
 at a time, each chunk holding the index's write lock only briefly, at the lowest CPU priority,
 and sleeps while there is nothing to link. A large backlog read from a shared database (an
 index rebuilt from its rows, or a catch-up with other processes' bulk writes) is linked on
-every core by a thread of its own at the same priority (``Linker.link_backlog``), so the
-search that brought it answers at once, from exact scans of the waiting vectors.
+every core by a thread of its own (``Linker.link_backlog``), so the search that brought it
+answers at once, from exact scans of the waiting vectors.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 LINK_CHUNK = 64
 # Vectors a backlog thread links per batch: each batch holds the index's read lock (searches
 # go on beside it) and a write waits for it to end, so a batch is kept to a fraction of a second.
-BACKLOG_BATCH = 1_024
+BACKLOG_BATCH = 256
 # Seconds an idle linker sleeps before looking again (a write wakes it sooner).
 LINK_IDLE_WAIT = 5.0
 # The linker thread's niceness: it links with CPU time nothing else wants.
@@ -96,8 +96,8 @@ class Linker:
 
     def link_backlog(self, index: Any, threads: int) -> None:
         """Link every waiting vector of ``index`` on ``threads`` threads, in a daemon thread of
-        its own at the linker's priority (one per index at a time; it returns when nothing
-        waits). It is not interrupted by ``stop``: the backlog it holds is linked to the end."""
+        its own (one per index at a time; it returns when nothing waits). It is not interrupted
+        by ``stop``: the batch it holds is linked to the end."""
         with self._guard:
             if self._stopped or id(index) in self._bulk:
                 return
@@ -106,7 +106,8 @@ class Linker:
                          daemon=True).start()
 
     def _link_all(self, index: Any, threads: int) -> None:
-        lower_priority()  # the threads linking on every core inherit it
+        # At normal priority: a batch holds the read lock, and a write (and every search queued
+        # behind it) waits for the batch, which must not be starved by the processes around it.
         try:
             while index.pending and not self._stopped:
                 index.link_all(threads, BACKLOG_BATCH)
