@@ -96,8 +96,9 @@ class Linker:
 
     def link_backlog(self, index: Any, threads: int) -> None:
         """Link every waiting vector of ``index`` on ``threads`` threads, in a daemon thread of
-        its own (one per index at a time; it returns when nothing waits). It is not interrupted
-        by ``stop``: the batch it holds is linked to the end."""
+        its own (one per index at a time; it returns when nothing waits). ``stop`` does not
+        interrupt it: a backlog it began is linked to the end (``link_all`` has no stopping
+        point), and only then does the thread see the stop."""
         with self._guard:
             if self._stopped or id(index) in self._bulk:
                 return
