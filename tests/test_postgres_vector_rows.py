@@ -3,12 +3,15 @@ cache rebuilt from the rows in another process holds, vector for vector and id f
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import psycopg
 from psycopg import sql
 
 from threadrecall.storage import PostgresStorage
 from threadrecall.vector import HnswVectorStore
+from threadrecall.vector.linker import Linker
 
 
 def stored(dsn: str, schema: str) -> dict[str, tuple[bytes, str]]:
@@ -56,3 +59,47 @@ def test_a_bulk_write_stores_each_vector_under_its_own_id(pg_dsn, pg_schema):
     writer.close()
     reader_storage.close()
     writer_storage.close()
+
+
+def written(dsn: str, schema: str, n: int, seed: int) -> np.ndarray:
+    """``n`` unit vectors of 16 dimensions written by a store of their own, ids ``v<i>``,
+    thread ``t<i % 10>``."""
+    x = np.random.default_rng(seed).standard_normal((n, 16)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    storage = PostgresStorage(dsn, schema=schema)
+    with HnswVectorStore(storage) as writer:
+        writer.create_index("docs", 16)
+        writer.upsert("docs", x, ids=[f"v{i}" for i in range(n)], metadata=[{"thread_id": f"t{i % 10}"} for i in range(n)])
+    storage.close()
+    return x
+
+
+def test_a_rebuilt_cache_answers_before_its_backlog_is_linked(pg_dsn, pg_schema, monkeypatch):
+    vectors = written(pg_dsn, pg_schema, 3000, seed=51)  # seed 51
+    handed = []
+    monkeypatch.setattr(Linker, "link_backlog", lambda self, index, threads: handed.append(index.pending))
+    storage = PostgresStorage(pg_dsn, schema=pg_schema)
+    with HnswVectorStore(storage) as reader:
+        for k in (0, 7, 2999):
+            hits = reader.search_ids("docs", vectors[k], top_k=10, filter={"thread_id": f"t{k % 10}"})
+            scope = np.arange(k % 10, 3000, 10)
+            best = scope[np.argsort(-(vectors[scope] @ vectors[k]))[:10]]
+            assert [h[0] for h in hits] == [f"v{i}" for i in best]  # exact over the waiting vectors
+        assert handed == [3000]  # handed to the background whole, not linked by the search
+    storage.close()
+
+
+def test_a_rebuilt_cache_is_linked_in_the_background(pg_dsn, pg_schema):
+    vectors = written(pg_dsn, pg_schema, 3000, seed=52)  # seed 52
+    storage = PostgresStorage(pg_dsn, schema=pg_schema)
+    with HnswVectorStore(storage) as reader:
+        assert reader.search_ids("docs", vectors[5], top_k=1)[0][0] == "v5"
+        index = reader._loaded["docs"].index  # noqa: SLF001
+        for _ in range(6000):  # wait for the linking thread, not on the clock
+            if index.pending == 0:
+                break
+            threading.Event().wait(0.01)
+        assert index.pending == 0
+        found = sum(reader.search_ids("docs", vectors[k], top_k=1)[0][0] == f"v{k}" for k in range(0, 3000, 30))
+        assert found == 100
+    storage.close()

@@ -23,8 +23,9 @@ part that fails its checksum: the file is then trusted as of the save before.
 Over an in-memory database, and over PostgreSQL, the float vectors go to an unlinked
 temporary file instead (it has no name on disk and goes away with the process).
 Over PostgreSQL (any number of processes) each process builds its graph from the rows in the
-database on first use, and before each search brings it up to date with one query: the
-index's generation and what changed since the graph's (see ``rows_postgres``). No index file
+database on first use (the rows are searchable once read; a background thread links them), and
+before each search brings it up to date with one query: the index's generation and what
+changed since the graph's (see ``rows_postgres``). No index file
 is kept there: the database is the only copy that counts.
 Writes land in the database inside the caller's transaction and reach the graph only after it
 commits, so a rolled-back outer transaction leaves the index untouched.
@@ -79,9 +80,10 @@ log = logging.getLogger(__name__)
 # reopen replays from the database whatever the file lacks.
 SAVE_AFTER_CHANGES = 20_000
 SAVE_AFTER_FRACTION = 0.25
-# A backlog of at least this many waiting vectors is linked at once, on every core, by the
-# call that brought it (a bulk upsert, a catch-up, a rebuild): no search scans it for long.
-# Fewer are left to the background linker.
+# A backlog of at least this many waiting vectors is linked at once, on every core: by the
+# call that brought it (a bulk upsert, a catch-up, a rebuild), or over a shared database, where
+# it was read rather than written, in the background while searches scan it exactly. Fewer
+# are left to the background linker.
 BULK_LINK_FROM = 1_000
 # A ``top_k`` beyond any index size, passed as such to the core (which clamps it to the size).
 _LARGEST_K = 1 << 62
@@ -718,10 +720,16 @@ class HnswVectorStore(AsyncTwins):
             self._advance(name, loaded, generation, len(ids))
 
     def _link_backlog(self, loaded: Loaded) -> None:
-        """Link a large backlog now, on ``threads`` threads (searches go on beside it); a
-        small one is left to the background linker. Without background linking everything
-        waits for ``link()``."""
-        if self._linker is not None and loaded.index.pending >= BULK_LINK_FROM:
+        """Link a large backlog on ``threads`` threads (searches go on beside it): now, when
+        this process's own write brought it; in the background over a shared database, where
+        it was read (a rebuild, a catch-up) and the search that read it answers meanwhile
+        from exact scans of the waiting vectors. A small one is left to the background
+        linker. Without background linking everything waits for ``link()``."""
+        if self._linker is None or loaded.index.pending < BULK_LINK_FROM:
+            return
+        if self.rows.shared:
+            self._linker.link_backlog(loaded.index, self.threads)
+        else:
             loaded.index.link_all(self.threads)
 
     def _wake_linker(self) -> None:

@@ -4,7 +4,10 @@ link a bulk write at once.
 A committed vector is searchable at once (searches stay exact for vectors still waiting) and
 joins the graph later: ``Linker`` is a daemon thread that links waiting vectors a small chunk
 at a time, each chunk holding the index's write lock only briefly, at the lowest CPU priority,
-and sleeps while there is nothing to link.
+and sleeps while there is nothing to link. A large backlog read from a shared database (an
+index rebuilt from its rows, or a catch-up with other processes' bulk writes) is linked on
+every core by a thread of its own (``Linker.link_backlog``), so the search that brought it
+answers at once, from exact scans of the waiting vectors.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import os
 import sys
 import threading
 import weakref
-from typing import Callable
+from typing import Any, Callable
 
 from ..errors import ConfigurationError
 from .loaded import Loaded
@@ -25,6 +28,9 @@ log = logging.getLogger(__name__)
 
 # Vectors the background linker links per hold of an index's write lock.
 LINK_CHUNK = 64
+# Vectors a backlog thread links per batch: each batch holds the index's read lock (searches
+# go on beside it) and a write waits for it to end, so a batch is kept to a fraction of a second.
+BACKLOG_BATCH = 256
 # Seconds an idle linker sleeps before looking again (a write wakes it sooner).
 LINK_IDLE_WAIT = 5.0
 # The linker thread's niceness: it links with CPU time nothing else wants.
@@ -76,6 +82,7 @@ class Linker:
         self._guard = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._bulk: set[int] = set()  # id() of each index a backlog thread is linking
 
     def wake(self) -> None:
         """Start the thread if needed and tell it there may be work."""
@@ -86,6 +93,29 @@ class Linker:
                 self._thread = threading.Thread(target=self._run, name="threadrecall-linker", daemon=True)
                 self._thread.start()
         self._wake.set()
+
+    def link_backlog(self, index: Any, threads: int) -> None:
+        """Link every waiting vector of ``index`` on ``threads`` threads, in a daemon thread of
+        its own (one per index at a time; it returns when nothing waits). ``stop`` does not
+        interrupt it: a backlog it began is linked to the end (``link_all`` has no stopping
+        point), and only then does the thread see the stop."""
+        with self._guard:
+            if self._stopped or id(index) in self._bulk:
+                return
+            self._bulk.add(id(index))
+        threading.Thread(target=self._link_all, args=(index, threads), name="threadrecall-bulk-linker",
+                         daemon=True).start()
+
+    def _link_all(self, index: Any, threads: int) -> None:
+        # At normal priority: a batch holds the read lock, and a write (and every search queued
+        # behind it) waits for the batch, which must not be starved by the processes around it.
+        try:
+            while index.pending and not self._stopped:
+                index.link_all(threads, BACKLOG_BATCH)
+        finally:
+            with self._guard:
+                self._bulk.discard(id(index))
+        self._wake.set()  # the idle linker saves what is due
 
     def stop(self) -> None:
         """Stop the thread after its current chunk; no later wake-up restarts it."""
@@ -104,6 +134,8 @@ class Linker:
             for loaded in list(self._loaded.values()):
                 if self._stopped:
                     return
+                if id(loaded.index) in self._bulk:  # its backlog thread links it: a chunk's
+                    continue  # write would wait for a batch, and every search behind it
                 linked += loaded.index.link_pending(LINK_CHUNK)
             if not linked:
                 try:
