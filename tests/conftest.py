@@ -18,7 +18,8 @@ T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 
 def kill_after_acks(script: str, db, acks: int) -> int:
     """Run ``script`` on ``db`` in a child Python that prints a number after each batch it
-    has written; SIGKILL it once it has acknowledged ``acks``; return the last number."""
+    has written; SIGKILL it once it has acknowledged ``acks``; return the last number it
+    printed (it may have run ahead of the reader: the lines still in the pipe count too)."""
     child = subprocess.Popen([sys.executable, "-c", script, str(db)], stdout=subprocess.PIPE, text=True)
     acked = -1
     while acked < acks:
@@ -27,6 +28,10 @@ def kill_after_acks(script: str, db, acks: int) -> int:
         acked = int(line)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
+    for line in child.stdout:
+        if line.endswith("\n"):  # a whole line: the batch before it was acknowledged
+            acked = int(line)
+    child.stdout.close()
     return acked
 
 

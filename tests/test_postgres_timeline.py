@@ -10,7 +10,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 from conftest import T0
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
@@ -117,6 +117,7 @@ def _answer(read):
         return ("error", str(exc))
 
 
+@seed(20240601)
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=specs, queries=page_queries, windows=window_queries, data=st.data())
 def test_page_and_window_match_the_timeline(pg, rows, queries, windows, data):
@@ -143,6 +144,7 @@ def test_page_and_window_match_the_timeline(pg, rows, queries, windows, data):
 
 
 
+@seed(20240602)
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=specs, queries=page_queries, data=st.data())
 def test_recall_rows_decode_to_the_messages_of_the_page(pg, rows, queries, data):
@@ -195,6 +197,7 @@ finite_values = st.one_of(filter_scalars, st.just([1]), st.just({"a": 1}),
                           st.sampled_from([3**40, -(5**30), 10**25 + 1]))
 
 
+@seed(20240603)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stored=st.lists(st.dictionaries(st.sampled_from(KEYS), finite_values, max_size=3), max_size=8),
        wanted=st.lists(filters | st.dictionaries(st.sampled_from(KEYS), st.sampled_from([3**40, 10**25 + 1]),

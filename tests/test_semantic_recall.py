@@ -349,7 +349,7 @@ def greedy_chunks(text: str, limit: int) -> list[str]:
 
 
 @seed(20261130)
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.sampled_from("ab \t\n\u00a0\u3000\u2028\u200b"), max_size=40),
        st.integers(min_value=1, max_value=12))
 def test_chunks_follow_the_greedy_rule(text, limit):
