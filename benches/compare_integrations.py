@@ -2,7 +2,8 @@
 interleaved: every round runs one turn on each backend, in alternating order, so a change of
 load on a shared machine reaches both sides alike.
 
-Run: ``python benches/compare_integrations.py [--rounds 60] [--only langgraph,llama-index]``.
+Run: ``python benches/compare_integrations.py [--rounds 60] [--only langgraph,llama-index]
+[--breakdown]``.
 
 For each framework it prints the median, best (minimum) and p90 time of a turn per backend,
 the ratio of each to the framework default's, and how many DuckDB transactions threadrecall
@@ -14,6 +15,12 @@ into an in-memory database (the statement without the disk), and one ``fdatasync
 append, so ``commits x floor`` can be set beside each default's turn; and the same row through
 DuckDB's appender in auto-commit (the form the storage's own inserts of rows take).
 threadrecall is on a DuckDB file in a temporary directory throughout.
+
+``--breakdown`` then runs as many more turns of threadrecall alone, timing (CPU of the calling
+thread, so LangGraph's background writes count too) each call the framework makes into the
+adapter, and inside them the journal's append with its ``fdatasync`` and the journal's
+application to DuckDB, per turn (a grouped write counts in the call of the caller whose
+thread committed its group); the timers add their own cost, so these turns are not the table's.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import duckdb
 
 from threadrecall import Memory
 from threadrecall.storage import DuckDBStorage
-from threadrecall.storage.duckdb import database
+from threadrecall.storage.duckdb import database, journal
 
 Turn = Callable[[], Any]
 
@@ -63,6 +70,67 @@ class Commits:
                 return done
 
             database.Database._journal_append = journalled  # type: ignore[method-assign]
+
+
+class Breakdown:
+    """CPU time (of the calling thread) and calls per label, of methods wrapped in place."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self._undo: list[tuple[type, str, Any]] = []
+
+    def wrap(self, cls: type, name: str, label: str) -> None:
+        method = cls.__dict__[name]
+        cpu, calls = self.cpu, self.calls
+        cpu.setdefault(label, 0.0)
+        calls.setdefault(label, 0)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.thread_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                cpu[label] += time.thread_time() - start
+                calls[label] += 1
+
+        setattr(cls, name, timed)
+        self._undo.append((cls, name, method))
+
+    def undo(self) -> None:
+        for cls, name, method in reversed(self._undo):
+            setattr(cls, name, method)
+        self._undo.clear()
+
+
+# The adapter calls each framework makes on a turn (sync ones: what runs in the thread timed).
+ADAPTER_CALLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "langgraph": ("langgraph", "ThreadRecallSaver", ("get_tuple", "put", "put_writes")),
+    "langgraph-exit": ("langgraph", "ThreadRecallSaver", ("get_tuple", "put", "put_writes")),
+    "llama-index": ("llama_index", "ThreadRecallChatStore", ("get_messages", "add_message")),
+    "langchain": ("langchain", "ThreadRecallChatMessageHistory", ("add_messages",)),
+}
+
+
+def breakdown(framework: str, turn: Turn, rounds: int) -> list[str]:
+    """Per-turn calls and CPU of the adapter's calls and of the journal inside them."""
+    import importlib
+
+    timers = Breakdown()
+    if framework in ADAPTER_CALLS:
+        module, name, methods = ADAPTER_CALLS[framework]
+        cls = getattr(importlib.import_module(f"threadrecall.integrations.{module}"), name)
+        for method in methods:
+            timers.wrap(cls, method, f"{name}.{method}")
+    timers.wrap(journal.Journal, "append", "of which: journal append + fdatasync")
+    timers.wrap(database.Database, "settle", "of which: journal applied to DuckDB")
+    try:
+        for _ in range(rounds):
+            turn()
+    finally:
+        timers.undo()
+    return [f"| {framework} | {label} | {timers.calls[label] / rounds:.2f} calls/turn "
+            f"| {timers.cpu[label] / rounds * 1000:.3f} CPU ms/turn |" for label in timers.cpu]
 
 
 class Bench:
@@ -311,17 +379,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--only", default=",".join(FRAMEWORKS), help="comma-separated: " + ", ".join(FRAMEWORKS))
+    parser.add_argument("--breakdown", action="store_true",
+                        help="then time threadrecall's adapter calls and journal, per turn")
     args = parser.parse_args()
     Commits.install()
     print(f"load average before: {os.getloadavg()[0]:.1f}")
     print("| framework | backend | median ms | best ms | p90 ms | threadrecall / default | CPU ms (/ default) |")
     print("|---|---|---|---|---|---|---|")
+    parts: list[str] = []
     with tempfile.TemporaryDirectory() as folder:
         bench = Bench(Path(folder))
         for framework in args.only.split(","):
-            times, cpu, commits = interleaved(FRAMEWORKS[framework](bench), args.rounds)
+            turns = FRAMEWORKS[framework](bench)
+            times, cpu, commits = interleaved(turns, args.rounds)
             print("\n".join(report(framework, times, cpu, commits)), flush=True)
+            if args.breakdown and "threadrecall" in turns:
+                parts.extend(breakdown(framework, turns["threadrecall"], args.rounds))
     print(f"load average after: {os.getloadavg()[0]:.1f}")
+    if parts:
+        print("\n| framework | threadrecall call | per turn | CPU |\n|---|---|---|---|")
+        print("\n".join(parts))
 
 
 if __name__ == "__main__":
