@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import random
 import subprocess
 import sys
 import time
@@ -185,4 +186,55 @@ def test_a_writer_killed_mid_batch_leaves_whole_batches_and_the_others_carry_on(
     assert {f"b{i}" for i in range(acked + 1)} <= set(batches)  # every acknowledged batch
     assert len(batches) <= acked + 2
     assert all(r[1] == "steady" for r in upserted)
+    store.close()
+
+
+def _overlapping_writer(dsn: str, schema: str, seed: int, start) -> None:
+    """Lone writes over ids every writer shares, in random order: turns (threads created as
+    needed), message upserts moving messages between threads, deletes, thread deletions."""
+    from threadrecall import Memory
+
+    rng = random.Random(seed)
+    memory = Memory(storage=PostgresStorage(make_conninfo(dsn, application_name="overlapping-writers"),
+                                            schema=schema, max_connections=2))
+    ids = [f"m{i}" for i in range(30)]
+    start.wait()
+    for n in range(200):
+        kind = rng.random()
+        chosen = rng.sample(ids, rng.randint(2, 6))
+        if kind < 0.45:
+            memory.save_messages([{"id": i, "thread_id": f"t{rng.randrange(4)}", "resource_id": "r1",
+                                   "role": "user", "content": f"{i} {n}"} for i in chosen])
+        elif kind < 0.6:
+            memory.storage.save_messages([_message(i, f"t{rng.randrange(4)}", n) for i in chosen])
+        elif kind < 0.95:
+            memory.storage.delete_messages(chosen)
+        else:
+            memory.storage.delete_thread(f"t{rng.randrange(4)}")
+    memory.storage.close()
+
+
+def test_lone_writes_of_overlapping_messages_from_four_processes_never_deadlock(pg_dsn, pg_schema):
+    store = PostgresStorage(pg_dsn, schema=pg_schema)
+    store.save_threads([Thread(f"t{i}", "r1") for i in range(4)])
+    store.save_messages([_message(f"m{i}", "t0", i) for i in range(30)])
+
+    def deadlocks() -> int:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            return conn.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+                                ).fetchone()[0]
+
+    before = deadlocks()
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    writers = [context.Process(target=_overlapping_writer, args=(pg_dsn, pg_schema, 31 + i, start))
+               for i in range(WORKERS)]
+    for writer in writers:
+        writer.start()
+    start.set()
+    for writer in writers:
+        writer.join(timeout=300)
+    assert [w.exitcode for w in writers] == [0] * WORKERS
+    _wait_for_backends_to_end(pg_dsn, "overlapping-writers")  # their statistics reach the server as they end
+    assert deadlocks() - before == 0
     store.close()

@@ -34,11 +34,19 @@ _LOG = """,
 """
 
 
+# Locks: every write takes its thread rows first, then its message rows, each in id order
+# (the per-thread counts last, in key order, by their trigger), so that writers of
+# overlapping messages wait for each other instead of deadlocking. A scalar subquery over the
+# locked threads gates the message work: it runs once, before any message row is read. A
+# delete touches the threads it locked: a message moved to another thread between the
+# delete's snapshot and its lock leaves that thread's updated_at as the move set it.
+#
 # Messages as they arrive (one JSON array of rows, in order; the JSON columns as strings, so
-# their exact text is kept), and their insert: ``fresh`` (defined by each statement) holds
-# them in arrival order, which their seq follows. An existing message keeps its created_at
-# and seq (the upsert does not set them; the seq drawn for it is left unused): the statement
-# never looks the incoming ids up itself, so no plan of it can scan the table for them.
+# their exact text is kept), and their insert: ``fresh`` (defined by each statement) draws
+# their seq in arrival order, and the insert takes them in id order. An existing message
+# keeps its created_at and seq (the upsert does not set them; the seq drawn for it is left
+# unused): the statement never looks the incoming ids up itself, so no plan of it can scan
+# the table for them.
 _INCOMING = """
     WITH incoming AS (
         SELECT r->>0 AS id, r->>1 AS thread_id, r->>2 AS resource_id, r->>3 AS role, r->>4 AS type,
@@ -50,9 +58,8 @@ _INSERT = """
     ins AS (
         INSERT INTO {s}.messages AS m
             (id, thread_id, resource_id, role, type, content, metadata, filter, created_at, seq)
-        SELECT id, thread_id, resource_id, role, type, content, metadata, filter, created_at,
-               nextval({seq})
-        FROM fresh
+        SELECT id, thread_id, resource_id, role, type, content, metadata, filter, created_at, seq
+        FROM fresh ORDER BY id
         ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id,
             resource_id = excluded.resource_id, role = excluded.role, type = excluded.type,
             content = excluded.content, metadata = excluded.metadata, filter = excluded.filter
@@ -68,9 +75,14 @@ def _logged(head: str, tail: str, *, rows: str, kind: str, ref: str) -> tuple[st
 
 SAVE_MESSAGES = _logged(
     _INCOMING + """
-    fresh AS MATERIALIZED (SELECT * FROM incoming ORDER BY ord),
+    owners AS (SELECT id FROM {s}.threads WHERE id = ANY((SELECT %(touched)s::text[])::text[])
+               ORDER BY id FOR UPDATE),
+    fresh AS MATERIALIZED (
+        SELECT a.*, nextval({seq}) AS seq
+        FROM (SELECT * FROM incoming WHERE (SELECT count(*) FROM owners) >= 0 ORDER BY ord) a
+    ),
 """ + _INSERT + """,
-    touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id = ANY((SELECT %(touched)s::text[])::text[]))""",
+    touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id IN (SELECT id FROM owners))""",
     "SELECT id, created_at, seq FROM ins",
     rows="ins", kind="u", ref="ins.id",
 )
@@ -95,10 +107,11 @@ SAVE_TURN = _logged(
         RETURNING t.id, t.resource_id, t.title, t.metadata, t.created_at, t.updated_at
     ),
     fresh AS MATERIALIZED (
-        SELECT i.id, i.thread_id, coalesce(i.resource_id, o.resource_id) AS resource_id, i.role,
-               i.type, i.content, i.metadata, i.filter, i.created_at
-        FROM incoming i JOIN owners o ON o.id = i.thread_id
-        ORDER BY i.ord
+        SELECT a.*, nextval({seq}) AS seq
+        FROM (SELECT i.id, i.thread_id, coalesce(i.resource_id, o.resource_id) AS resource_id,
+                     i.role, i.type, i.content, i.metadata, i.filter, i.created_at
+              FROM incoming i JOIN owners o ON o.id = i.thread_id
+              ORDER BY i.ord) a
     ),
 """ + _INSERT,
     """
@@ -113,15 +126,24 @@ SAVE_TURN = _logged(
 
 DELETE_MESSAGES = _logged(
     """
-    WITH gone AS (DELETE FROM {s}.messages WHERE id = ANY((SELECT %(ids)s::text[])::text[]) RETURNING id, thread_id),
-    touch AS (UPDATE {s}.threads SET updated_at = %(now)s WHERE id IN (SELECT thread_id FROM gone))""",
+    WITH owners AS (SELECT id FROM {s}.threads WHERE id IN (
+                   SELECT thread_id FROM {s}.messages WHERE id = ANY((SELECT %(ids)s::text[])::text[]))
+               ORDER BY id FOR UPDATE),
+    doomed AS (SELECT id FROM {s}.messages WHERE id = ANY((SELECT %(ids)s::text[])::text[])
+               AND (SELECT count(*) FROM owners) >= 0 ORDER BY id FOR UPDATE),
+    gone AS (DELETE FROM {s}.messages WHERE id IN (SELECT id FROM doomed) RETURNING id, thread_id),
+    touch AS (UPDATE {s}.threads SET updated_at = %(now)s
+              WHERE id IN (SELECT thread_id FROM gone) AND id IN (SELECT id FROM owners))""",
     "SELECT id FROM gone",
     rows="gone", kind="d", ref="gone.id",
 )
 
 DELETE_THREAD = _logged(
     """
-    WITH gone AS (DELETE FROM {s}.messages WHERE thread_id = %(thread)s RETURNING id),
+    WITH owner AS (SELECT id FROM {s}.threads WHERE id = %(thread)s FOR UPDATE),
+    doomed AS (SELECT id FROM {s}.messages WHERE thread_id = %(thread)s
+               AND (SELECT count(*) FROM owner) >= 0 ORDER BY id FOR UPDATE),
+    gone AS (DELETE FROM {s}.messages WHERE id IN (SELECT id FROM doomed) RETURNING id),
     dropped AS (DELETE FROM {s}.threads WHERE id = %(thread)s RETURNING id),
     one AS (SELECT 1 FROM gone LIMIT 1)""",
     "SELECT (SELECT count(*) FROM gone)",
