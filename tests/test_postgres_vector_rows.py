@@ -103,3 +103,23 @@ def test_a_rebuilt_cache_is_linked_in_the_background(pg_dsn, pg_schema):
         found = sum(reader.search_ids("docs", vectors[k], top_k=1)[0][0] == f"v{k}" for k in range(0, 3000, 30))
         assert found == 100
     storage.close()
+
+
+def test_closing_a_store_stops_its_background_linking_and_a_reopen_links_the_rest(pg_dsn, pg_schema):
+    vectors = written(pg_dsn, pg_schema, 20_000, seed=53)  # seed 53
+    storage = PostgresStorage(pg_dsn, schema=pg_schema)
+    reader = HnswVectorStore(storage)
+    assert reader.search_ids("docs", vectors[5], top_k=1)[0][0] == "v5"  # the rebuild hands its backlog over
+    index = reader._loaded["docs"].index  # noqa: SLF001
+    reader.close()
+    # close() returned after the batch in hand: no linking thread is left, and the vectors it
+    # had not reached still wait.
+    assert not [t for t in threading.enumerate() if t.name == "threadrecall-bulk-linker"]
+    left = index.pending
+    assert left > 0
+    threading.Event().wait(0.2)
+    assert index.pending == left  # nothing links it any more
+    with HnswVectorStore(storage) as again:
+        found = sum(again.search_ids("docs", vectors[k], top_k=1)[0][0] == f"v{k}" for k in range(0, 20_000, 200))
+        assert found == 100
+    storage.close()

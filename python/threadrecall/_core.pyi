@@ -145,9 +145,9 @@ class VectorIndex:
         """
     def link_pending(self, max_count: int | None = None) -> int:
         """Link up to ``max_count`` (default all) waiting vectors into the graph; return how many."""
-    def link_all(self, threads: int, batch: int = 8192) -> int:
-        """Link every waiting vector on ``threads`` threads, in batches linked beside searches;
-        return how many."""
+    def link_all(self, threads: int, batch: int = 8192, rounds: int | None = None) -> int:
+        """Link every waiting vector on ``threads`` threads, in batches linked beside searches
+        (at most ``rounds`` batches when given); return how many."""
     @property
     def pending(self) -> int:
         """How many vectors wait to be linked into the graph."""

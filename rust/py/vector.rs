@@ -199,32 +199,41 @@ impl PyVectorIndex {
 
     /// Links every waiting vector into the graph on `threads` threads, in batches: each is
     /// linked under the read lock, beside searches (which scan it exactly meanwhile), then
-    /// taken off the queue under the write lock. Returns how many were linked.
-    #[pyo3(signature = (threads, batch=8192))]
-    fn link_all(&self, py: Python<'_>, threads: i64, batch: i64) -> PyResult<usize> {
+    /// taken off the queue under the write lock. With `rounds`, returns after that many
+    /// batches, so a caller can stop between them. Returns how many were linked.
+    #[pyo3(signature = (threads, batch=8192, rounds=None))]
+    fn link_all(
+        &self,
+        py: Python<'_>,
+        threads: i64,
+        batch: i64,
+        rounds: Option<i64>,
+    ) -> PyResult<usize> {
         let (threads, batch) = (
             count("threads", threads)?.max(1),
             count("batch", batch)?.max(1),
         );
+        let rounds = rounds.map(|r| count("rounds", r)).transpose()?;
         let lock = &self.inner;
         Ok(py.detach(|| {
             let mut linked = lock
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
                 .link_pending(1);
-            loop {
+            for _ in 0..rounds.unwrap_or(usize::MAX) {
                 let done = lock
                     .read()
                     .unwrap_or_else(PoisonError::into_inner)
                     .link_batch(batch, threads);
                 if done.is_empty() {
-                    return linked;
+                    break;
                 }
                 linked += done.len();
                 lock.write()
                     .unwrap_or_else(PoisonError::into_inner)
                     .finish_batch(&done);
             }
+            linked
         }))
     }
 

@@ -82,7 +82,7 @@ class Linker:
         self._guard = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stopped = False
-        self._bulk: set[int] = set()  # id() of each index a backlog thread is linking
+        self._bulk: dict[int, threading.Thread] = {}  # by id() of the index it links
 
     def wake(self) -> None:
         """Start the thread if needed and tell it there may be work."""
@@ -96,35 +96,37 @@ class Linker:
 
     def link_backlog(self, index: Any, threads: int) -> None:
         """Link every waiting vector of ``index`` on ``threads`` threads, in a daemon thread of
-        its own (one per index at a time; it returns when nothing waits). ``stop`` does not
-        interrupt it: a backlog it began is linked to the end (``link_all`` has no stopping
-        point), and only then does the thread see the stop."""
+        its own (one per index at a time; it returns when nothing waits, or after the batch
+        it is linking when ``stop`` is called: the rest waits, searched exactly, for the next
+        open)."""
         with self._guard:
             if self._stopped or id(index) in self._bulk:
                 return
-            self._bulk.add(id(index))
-        threading.Thread(target=self._link_all, args=(index, threads), name="threadrecall-bulk-linker",
-                         daemon=True).start()
+            thread = self._bulk[id(index)] = threading.Thread(
+                target=self._link_all, args=(index, threads), name="threadrecall-bulk-linker", daemon=True)
+        thread.start()
 
     def _link_all(self, index: Any, threads: int) -> None:
         # At normal priority: a batch holds the read lock, and a write (and every search queued
         # behind it) waits for the batch, which must not be starved by the processes around it.
         try:
             while index.pending and not self._stopped:
-                index.link_all(threads, BACKLOG_BATCH)
+                index.link_all(threads, BACKLOG_BATCH, rounds=1)
         finally:
             with self._guard:
-                self._bulk.discard(id(index))
+                del self._bulk[id(index)]
         self._wake.set()  # the idle linker saves what is due
 
     def stop(self) -> None:
-        """Stop the thread after its current chunk; no later wake-up restarts it."""
+        """Stop the threads after their current chunk or batch; no later wake-up restarts
+        them."""
         with self._guard:
             self._stopped = True
-            thread = self._thread
+            threads = [self._thread, *self._bulk.values()]
         self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        for thread in threads:
+            if thread is not None and thread is not threading.current_thread():
+                thread.join()
 
     def _run(self) -> None:
         lower_priority()
