@@ -104,7 +104,7 @@ class Linker:
                 return
             thread = self._bulk[id(index)] = threading.Thread(
                 target=self._link_all, args=(index, threads), name="threadrecall-bulk-linker", daemon=True)
-        thread.start()
+            thread.start()  # under the guard: a stop() joins only started threads
 
     def _link_all(self, index: Any, threads: int) -> None:
         # At normal priority: a batch holds the read lock, and a write (and every search queued
