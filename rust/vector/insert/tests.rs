@@ -153,3 +153,30 @@ fn each_near_duplicate_finds_itself() {
         assert_eq!(found, 200, "parallel: {parallel}");
     }
 }
+
+#[test]
+fn linking_stopped_between_batches_and_resumed_builds_as_good_a_graph() {
+    // seed 23 for data, 24 for queries.
+    let data = clustered(23, 3000, 32, 30);
+    let queries = clustered(24, 300, 32, 30);
+    let mut whole = queued_graph(Metric::Cosine, &data, 16);
+    link_in_parallel(&mut whole, 2, 256);
+    let baseline = recall_at_10(&whole, &queries);
+
+    let mut g = queued_graph(Metric::Cosine, &data, 16);
+    g.link_pending(1);
+    for _ in 0..3 {
+        let done = g.link_batch(256, 2);
+        g.finish_batch(&done);
+    }
+    // Stopped here: every slot is either in the graph or still waiting, nothing in between.
+    assert!(g.validate().is_ok());
+    assert_eq!(g.pending().count(), 3000 - 1 - 3 * 256);
+    assert_eq!(reachable(&g), 1 + 3 * 256);
+    link_in_parallel(&mut g, 2, 256);
+    assert_eq!(g.pending().count(), 0);
+    assert!(g.validate().is_ok());
+    assert_eq!(reachable(&g), 3000);
+    let resumed = recall_at_10(&g, &queries);
+    assert!(resumed >= baseline - 0.02, "resumed {resumed}, in one go {baseline}");
+}
