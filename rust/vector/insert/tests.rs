@@ -178,5 +178,8 @@ fn linking_stopped_between_batches_and_resumed_builds_as_good_a_graph() {
     assert!(g.validate().is_ok());
     assert_eq!(reachable(&g), 3000);
     let resumed = recall_at_10(&g, &queries);
-    assert!(resumed >= baseline - 0.02, "resumed {resumed}, in one go {baseline}");
+    assert!(
+        resumed >= baseline - 0.02,
+        "resumed {resumed}, in one go {baseline}"
+    );
 }
