@@ -104,9 +104,10 @@ class Breakdown:
 
 
 # The adapter calls each framework makes on a turn (sync ones: what runs in the thread timed).
+_SAVER_CALLS = ("langgraph", "ThreadRecallSaver", ("get_tuple", "put", "put_writes"))
 ADAPTER_CALLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "langgraph": ("langgraph", "ThreadRecallSaver", ("get_tuple", "put", "put_writes")),
-    "langgraph-exit": ("langgraph", "ThreadRecallSaver", ("get_tuple", "put", "put_writes")),
+    "langgraph": _SAVER_CALLS,
+    "langgraph-exit": _SAVER_CALLS,
     "llama-index": ("llama_index", "ThreadRecallChatStore", ("get_messages", "add_message")),
     "langchain": ("langchain", "ThreadRecallChatMessageHistory", ("add_messages",)),
 }
