@@ -117,11 +117,13 @@ fn detect() -> Kernels {
     }
 }
 
-/// The code kernel: integer AVX2 wherever it runs (also beside AVX-512F, which lacks 16-bit
-/// multiplies without its BW extension).
+/// The code kernel: integer AVX-512 where its BW and VL extensions (16-bit multiplies, byte
+/// masks) are there, else integer AVX2.
 #[cfg(target_arch = "x86_64")]
 fn code_kernel() -> CodeKernel {
-    if std::is_x86_feature_detected!("avx2") {
+    if std::is_x86_feature_detected!("avx512bw") && std::is_x86_feature_detected!("avx512vl") {
+        x86::dot_codes_avx512_safe
+    } else if std::is_x86_feature_detected!("avx2") {
         x86::dot_codes_avx2_safe
     } else {
         dot_codes_scalar
@@ -216,6 +218,41 @@ mod x86 {
     }
     pub fn dot_codes_avx2_safe(q: &[i16], c: &[i8]) -> i32 {
         unsafe { dot_codes_avx2(q, c) }
+    }
+    pub fn dot_codes_avx512_safe(q: &[i16], c: &[i8]) -> i32 {
+        unsafe { dot_codes_avx512(q, c) }
+    }
+
+    /// 32 products per multiply-add, summed in 32-bit lanes; the tail through masked loads.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn dot_codes_avx512(q: &[i16], c: &[i8]) -> i32 {
+        let n = q.len().min(c.len());
+        let (pq, pc) = (q.as_ptr(), c.as_ptr());
+        let mut s0 = _mm512_setzero_si512();
+        let mut s1 = _mm512_setzero_si512();
+        let mut i = 0;
+        while i + 64 <= n {
+            let c0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(pc.add(i) as *const __m256i));
+            let c1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(pc.add(i + 32) as *const __m256i));
+            let q0 = _mm512_loadu_si512(pq.add(i) as *const __m512i);
+            let q1 = _mm512_loadu_si512(pq.add(i + 32) as *const __m512i);
+            s0 = _mm512_add_epi32(s0, _mm512_madd_epi16(q0, c0));
+            s1 = _mm512_add_epi32(s1, _mm512_madd_epi16(q1, c1));
+            i += 64;
+        }
+        if i + 32 <= n {
+            let c0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(pc.add(i) as *const __m256i));
+            let q0 = _mm512_loadu_si512(pq.add(i) as *const __m512i);
+            s0 = _mm512_add_epi32(s0, _mm512_madd_epi16(q0, c0));
+            i += 32;
+        }
+        if i < n {
+            let mask: __mmask32 = (1u32 << (n - i)) - 1;
+            let c0 = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mask, pc.add(i)));
+            let q0 = _mm512_maskz_loadu_epi16(mask, pq.add(i));
+            s1 = _mm512_add_epi32(s1, _mm512_madd_epi16(q0, c0));
+        }
+        _mm512_reduce_add_epi32(_mm512_add_epi32(s0, s1))
     }
 
     /// 16 products per multiply-add (`vpmaddwd`), summed in 32-bit lanes.
@@ -401,6 +438,9 @@ mod x86 {
         let mut out: Vec<(&'static str, super::CodeKernel)> = Vec::new();
         if std::is_x86_feature_detected!("avx2") {
             out.push(("avx2", dot_codes_avx2_safe));
+        }
+        if std::is_x86_feature_detected!("avx512bw") && std::is_x86_feature_detected!("avx512vl") {
+            out.push(("avx512", dot_codes_avx512_safe));
         }
         out
     }
