@@ -438,7 +438,7 @@ impl PyVectorIndex {
     /// graph on first use (see `breadth`).
     fn default_ef(&self, py: Python<'_>, k: i64) -> PyResult<usize> {
         let k = count("k", k)?.max(1);
-        Ok(self.read(py, |ix| ix.graph.default_ef(k, plan::EF_DEFAULT)))
+        Ok(self.read(py, |ix| ix.graph.default_ef(k, plan::EF_DEFAULT, None)))
     }
 
     /// The stored vector of `id` (unit length for cosine), or None.

@@ -16,9 +16,14 @@
 //! seven clustered and uniform shapes, at breadths 16-256, its recall was from 0.004 above to
 //! 0.09 under that of new queries from the same mixture. Queries off the data (a stored
 //! vector plus noise as long as the vector) are harder than the probes, and can need a wider
-//! beam than the default.
+//! beam. So the held-out probes only stand in until real queries are known: the first
+//! [`PROBES`] distinct queries a default search serves are kept, and once there are that many
+//! the breadth is measured again on them (their true neighbours found as for a probe), and
+//! on them again whenever the graph's size calls for a new measure.
 
-use std::sync::Mutex;
+use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Mutex, MutexGuard};
 
 use crate::vector::graph::{Graph, Near, Query, NONE};
 
@@ -30,9 +35,9 @@ pub const TARGET_RECALL: f64 = 0.95;
 /// Standard errors of the probes' mean recall kept between it and [`TARGET_RECALL`], so that
 /// the chosen breadth does not reach the target only by the luck of the probes drawn.
 pub const MARGIN: f64 = 2.0;
-/// Vectors searched for to measure the breadth (at most a quarter of the linked ones): at
-/// recall 0.95 the standard error of their mean is about 0.005, so the margin costs about one
-/// rung.
+/// Vectors searched for to measure the breadth (held-out probes: at most a quarter of the
+/// linked ones), and the served queries kept to measure it on: at recall 0.95 the standard
+/// error of their mean is about 0.005, so the margin costs about one rung.
 pub const PROBES: usize = 192;
 /// Fewest probes worth measuring with; a graph with under four times as many linked vectors
 /// keeps the fallback breadth.
@@ -52,79 +57,128 @@ const TRUTH_EF: usize = 1024;
 /// A measure holds while the linked graph stays within this factor of the size it had.
 const REMEASURE_FACTOR: f64 = 1.5;
 
-/// What was measured, per `k`.
+/// What was measured, per `k`, and whether on served queries.
 #[derive(Debug, Clone, Copy)]
 struct Measured {
     k: usize,
     linked: usize,
     ef: usize,
+    served: bool,
 }
 
-/// The measured breadths of one graph, and how many times they changed (so a save knows
-/// whether its file holds the latest).
+/// The measured breadths of one graph, how many times they changed (so a save knows whether
+/// its file holds the latest), and the served queries kept as probes.
 #[derive(Default)]
-pub(crate) struct Breadths(Mutex<(Vec<Measured>, u64)>);
+pub(crate) struct Breadths(Mutex<State>);
+
+#[derive(Default)]
+struct State {
+    measured: Vec<Measured>,
+    changes: u64,
+    served: Vec<Vec<f32>>,
+    /// Hashes of the queries in `served`, so a repeated query is kept once.
+    seen: HashSet<u64>,
+}
+
+impl State {
+    /// Keeps `query` while fewer than [`PROBES`] distinct ones are kept.
+    fn keep(&mut self, query: &[f32]) {
+        if self.served.len() >= PROBES {
+            return;
+        }
+        let mut h = DefaultHasher::new();
+        query.iter().for_each(|x| x.to_bits().hash(&mut h));
+        if self.seen.insert(h.finish()) {
+            self.served.push(query.to_vec());
+        }
+    }
+
+    fn served_ready(&self) -> bool {
+        self.served.len() >= PROBES
+    }
+}
 
 /// One measured breadth as the index file keeps it: `k`, the linked slots it was measured
-/// on, and the breadth.
-pub(crate) type Saved = [u64; 3];
+/// on, the breadth, and 1 if it was measured on served queries (else 0).
+pub(crate) type Saved = [u64; 4];
 
 impl Graph {
     /// The breadth a default search of `k` hits uses: measured (see the module doc) on first
-    /// use and once the linked graph changed size by half; `fallback` while the graph is too
-    /// small to probe.
-    pub(crate) fn default_ef(&self, k: usize, fallback: usize) -> usize {
+    /// use, once enough served queries are kept, and once the linked graph changed size by
+    /// half; `fallback` while the graph is too small to probe. `query`, the prepared query of
+    /// the search asking (if one does), may be kept as a probe.
+    pub(crate) fn default_ef(&self, k: usize, fallback: usize, query: Option<&[f32]>) -> usize {
         let linked = self.slots() - self.pending.len();
         let fits = |m: &Measured| {
             m.k == k
                 && (linked as f64) <= m.linked as f64 * REMEASURE_FACTOR
                 && (linked as f64) * REMEASURE_FACTOR >= m.linked as f64
         };
-        if let Some(m) = self.lock_breadths().0.iter().find(|m| fits(m)) {
-            return m.ef;
-        }
-        let Some(ef) = self.measure_ef(k) else {
+        let served = {
+            let mut state = self.lock_breadths();
+            if let Some(q) = query {
+                state.keep(q);
+            }
+            let ready = state.served_ready();
+            if let Some(m) = state
+                .measured
+                .iter()
+                .find(|m| fits(m) && (m.served || !ready))
+            {
+                return m.ef;
+            }
+            ready.then(|| state.served.clone())
+        };
+        let Some(ef) = self.measure_ef(k, served.as_deref()) else {
             return fallback.max(k);
         };
-        let (measured, changes) = &mut *self.lock_breadths();
-        measured.retain(|m| m.k != k);
-        measured.push(Measured { k, linked, ef });
-        *changes += 1;
+        let state = &mut *self.lock_breadths();
+        state.measured.retain(|m| m.k != k);
+        state.measured.push(Measured {
+            k,
+            linked,
+            ef,
+            served: served.is_some(),
+        });
+        state.changes += 1;
         ef
     }
 
     /// The breadths measured so far, and a count that grows with each new measure.
     pub(crate) fn measured_breadths(&self) -> (Vec<Saved>, u64) {
-        let (measured, changes) = &*self.lock_breadths();
-        let list = measured
+        let state = self.lock_breadths();
+        let list = state
+            .measured
             .iter()
-            .map(|m| [m.k as u64, m.linked as u64, m.ef as u64])
+            .map(|m| [m.k as u64, m.linked as u64, m.ef as u64, m.served as u64])
             .collect();
-        (list, *changes)
+        (list, state.changes)
     }
 
     /// Takes breadths measured before (read back from an index file).
     pub(crate) fn restore_breadths(&self, saved: &[Saved]) {
-        self.lock_breadths().0 = saved
+        self.lock_breadths().measured = saved
             .iter()
-            .map(|&[k, linked, ef]| Measured {
+            .map(|&[k, linked, ef, served]| Measured {
                 k: k as usize,
                 linked: linked as usize,
                 ef: ef as usize,
+                served: served != 0,
             })
             .collect();
     }
 
-    fn lock_breadths(&self) -> std::sync::MutexGuard<'_, (Vec<Measured>, u64)> {
+    fn lock_breadths(&self) -> MutexGuard<'_, State> {
         self.breadths
             .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The narrowest breadth of the ladder reaching [`TARGET_RECALL`] over the probes, or
-    /// `None` when there are too few linked slots to probe.
-    fn measure_ef(&self, k: usize) -> Option<usize> {
+    /// The narrowest breadth of the ladder reaching [`TARGET_RECALL`] over the probes (the
+    /// `served` queries, or else stored vectors held out), or `None` when there are too few
+    /// linked slots to probe.
+    fn measure_ef(&self, k: usize, served: Option<&[Vec<f32>]>) -> Option<usize> {
         let entry = self.entry();
         let usable = |s: u32| !self.deleted[s as usize] && !self.queued[s as usize];
         let linked: Vec<u32> = (0..self.slots() as u32).filter(|&s| usable(s)).collect();
@@ -132,17 +186,25 @@ impl Graph {
         if entry == NONE || count < MIN_PROBES || linked.len() <= 2 * k {
             return None;
         }
-        let step = linked.len() / count;
-        let probes: Vec<u32> = (0..count)
-            .map(|i| linked[i * step + step / 2])
-            .filter(|&p| p != entry)
-            .collect();
-        // A probe whose vector cannot be read leaves the breadth unmeasured (the default stays).
-        let vectors: Vec<Vec<f32>> = probes
-            .iter()
-            .map(|&p| self.vector(p))
-            .collect::<crate::error::Result<_>>()
-            .ok()?;
+        // Each probe with the slot the walk must not step on (its own, if it is stored).
+        let (probes, vectors): (Vec<u32>, Vec<Vec<f32>>) = match served {
+            Some(queries) => (vec![NONE; queries.len()], queries.to_vec()),
+            None => {
+                let step = linked.len() / count;
+                let held_out: Vec<u32> = (0..count)
+                    .map(|i| linked[i * step + step / 2])
+                    .filter(|&p| p != entry)
+                    .collect();
+                // A probe whose vector cannot be read leaves the breadth unmeasured (the
+                // default stays).
+                let vectors = held_out
+                    .iter()
+                    .map(|&p| self.vector(p))
+                    .collect::<crate::error::Result<_>>()
+                    .ok()?;
+                (held_out, vectors)
+            }
+        };
         let exact_truth = linked.len() * self.params.dim <= EXACT_TRUTH_MAX;
         let truths: Vec<Vec<u32>> = probes
             .iter()
@@ -196,8 +258,8 @@ impl Graph {
         Some(rungs.get(lo).copied().unwrap_or(WIDEST.max(k)))
     }
 
-    /// The `k` nearest live linked slots to `q` other than `skip`, found by a walk that never
-    /// steps on `skip` (as if it were not stored), with exact distances.
+    /// The `k` nearest live linked slots to `q` other than `skip` (if not `NONE`), found by a
+    /// walk that never steps on `skip` (as if it were not stored), with exact distances.
     fn search_without(&self, q: &Query, skip: u32, k: usize, ef: usize) -> Vec<Near> {
         let entry = self.entry();
         let mut cur = Near {
@@ -219,7 +281,9 @@ impl Graph {
         }
         let mut visited = self.checkout_visited();
         visited.start(self.slots());
-        visited.first_visit(skip);
+        if skip != NONE {
+            visited.first_visit(skip);
+        }
         let found = self.walk_layer(q, &[cur], ef.max(k), 0, &mut visited, |s| {
             !self.deleted[s as usize] && !self.queued[s as usize]
         });
@@ -242,6 +306,87 @@ fn lower_bound(recalls: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::distance::Metric;
+    use crate::vector::graph::tests::{build, clustered, exact, prepared};
+
+    /// `n` queries off the data: stored vectors each moved by noise about as long as itself.
+    fn off_data(data: &[Vec<f32>], seed: u64, n: usize) -> Vec<Vec<f32>> {
+        let dim = data[0].len();
+        let noise = clustered(seed, n, dim, n);
+        (0..n)
+            .map(|i| {
+                let v = &data[(i * 7919) % data.len()];
+                let scale = (v.iter().map(|x| x * x).sum::<f32>()
+                    / noise[i].iter().map(|x| x * x).sum::<f32>())
+                .sqrt();
+                let q: Vec<f32> = v
+                    .iter()
+                    .zip(&noise[i])
+                    .map(|(a, b)| a + scale * b)
+                    .collect();
+                prepared(Metric::Cosine, &q)
+            })
+            .collect()
+    }
+
+    fn recall(g: &Graph, queries: &[Vec<f32>], ef: usize) -> f64 {
+        let hits: usize = queries
+            .iter()
+            .map(|q| {
+                let truth = exact(g, q, DEFAULT_K);
+                let got = g.search(q, DEFAULT_K, ef, |_| true);
+                truth
+                    .iter()
+                    .filter(|t| got.iter().any(|n| n.slot == **t))
+                    .count()
+            })
+            .sum();
+        hits as f64 / (queries.len() * DEFAULT_K) as f64
+    }
+
+    #[test]
+    fn the_default_breadth_is_measured_again_on_the_queries_served() {
+        // seed 21 for the data (uniform: a centre per vector), 22 and 23 for two sets of
+        // queries off it, which are easier to answer than held-out vectors here.
+        let data: Vec<Vec<f32>> = clustered(21, 4000, 48, 4000)
+            .iter()
+            .map(|v| prepared(Metric::Cosine, v))
+            .collect();
+        let g = build(Metric::Cosine, &data);
+        let held_out = g.default_ef(DEFAULT_K, 64, None);
+        let served = off_data(&data, 22, PROBES);
+        // Until as many distinct queries as there are probes are kept, the measure stands;
+        // a repeated query is kept once.
+        let almost = &served[..PROBES - 1];
+        for q in almost.iter().chain(almost) {
+            let ef = g.default_ef(DEFAULT_K, 64, Some(q));
+            assert_eq!(
+                ef, held_out,
+                "measured again before the queries were all kept"
+            );
+        }
+        let before = g.measured_breadths();
+        assert_eq!(before.0, vec![[DEFAULT_K as u64, 4000, held_out as u64, 0]]);
+        // The last distinct query makes the measure on the served queries.
+        let ef = g.default_ef(DEFAULT_K, 64, Some(&served[PROBES - 1]));
+        let after = g.measured_breadths();
+        assert_eq!(after.0, vec![[DEFAULT_K as u64, 4000, ef as u64, 1]]);
+        assert_eq!(after.1, before.1 + 1);
+        // New queries like the served ones reach the target at the new, narrower breadth; the
+        // measure now stays.
+        let fresh = off_data(&data, 23, 150);
+        let (at_default, at_held_out) = (recall(&g, &fresh, ef), recall(&g, &fresh, held_out));
+        assert!(
+            at_default >= TARGET_RECALL,
+            "{held_out} {at_held_out} -> {ef} {at_default}"
+        );
+        assert!(
+            ef < held_out,
+            "{held_out} {at_held_out} -> {ef} {at_default}"
+        );
+        assert_eq!(g.default_ef(DEFAULT_K, 64, Some(&fresh[0])), ef);
+        assert_eq!(g.measured_breadths().1, after.1);
+    }
 
     #[test]
     fn the_margin_grows_with_the_spread_of_the_probes_and_shrinks_with_their_number() {

@@ -92,7 +92,7 @@ fn search_traced(
     let mut chosen = plan(counts, k, ef);
     if let (Plan::Graph { .. }, None) = (&chosen, ef) {
         // No breadth given: start from the one measured on this graph.
-        let measured = index.graph.default_ef(k, EF_DEFAULT);
+        let measured = index.graph.default_ef(k, EF_DEFAULT, Some(query));
         chosen = plan(counts, k, Some(measured_base(measured, counts)));
     }
     match chosen {

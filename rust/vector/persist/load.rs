@@ -270,15 +270,18 @@ impl Loaded {
         }
         let queued = r.count()?;
         self.pending = r.words(queued)?;
-        if self.version >= 6 {
-            self.breadths.clear();
-            for _ in 0..r.count()? {
-                let [k, linked, ef] = [r.u64()?, r.u64()?, r.u64()?];
-                if k == 0 || ef < k || ef > 1 << 24 || linked > slots as u64 {
-                    return Err(corrupt("bad breadth"));
-                }
-                self.breadths.push([k, linked, ef]);
+        self.breadths.clear();
+        for _ in 0..r.count()? {
+            let [k, linked, ef] = [r.u64()?, r.u64()?, r.u64()?];
+            let served = if self.version == FORMAT_VERSION {
+                r.u64()?
+            } else {
+                0
+            };
+            if k == 0 || ef < k || ef > 1 << 24 || linked > slots as u64 || served > 1 {
+                return Err(corrupt("bad breadth"));
             }
+            self.breadths.push([k, linked, ef, served]);
         }
         if self
             .parents

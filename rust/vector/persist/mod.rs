@@ -13,7 +13,7 @@
 //! error terms, id, metadata record, parent, tombstone and lists; then each older slot whose
 //! lists or parent changed (slot, parent, lists), the older slots deleted, the queue of
 //! slots waiting to be linked, and the default search breadths measured so far (`k`, linked
-//! slots, breadth; see `breadth`). The first frame holds every slot. All little-endian.
+//! slots, breadth, whether on served queries; see `breadth`). The first frame holds every slot. All little-endian.
 //!
 //! A load copies each array once out of the file's bytes, into memory allocated at its final
 //! size. (The file is not mapped: one rewritten in place by another program would fault the
@@ -46,10 +46,11 @@ pub use load::load;
 use originals::Backing;
 
 const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
-pub const FORMAT_VERSION: u32 = 6;
-/// The previous version, read too (its frames lack the breadths); the next save of an index
-/// loaded from one rewrites both files in the current version.
-const PREVIOUS_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 7;
+/// The previous version, read too (its breadths do not say what they were measured on, and
+/// count as measured on held-out vectors); the next save of an index loaded from one rewrites
+/// both files in the current version.
+const PREVIOUS_VERSION: u32 = 6;
 /// Rows a load re-quantises to check the vectors file against the saved codes, spread over
 /// the index (every row of the last frame counts too, up to this many).
 const CHECKED_ROWS: usize = 256;
@@ -94,7 +95,7 @@ pub fn save(index: &VectorIndex, path: &Path, generation: u64, origin: &str) -> 
     let g = &index.graph;
     // The default breadth, measured now if it is not yet (or no longer): the file keeps it,
     // so a reopened index answers its first search without measuring.
-    g.default_ef(DEFAULT_K, EF_DEFAULT);
+    g.default_ef(DEFAULT_K, EF_DEFAULT, None);
     let _linking = g.linking.lock(); // no half-linked batch in the file
     let mut journal = index.journal.lock().unwrap_or_else(|e| e.into_inner());
     let appendable = journal.saved.as_ref().is_some_and(|s| {
