@@ -222,6 +222,16 @@ impl Originals {
     }
 }
 
+/// Opens `path` as `options` say, without access-time updates where the process may ask for
+/// that (it owns the file): each positioned read then skips the access-time check.
+fn open_without_atime(options: &OpenOptions, path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match options.clone().custom_flags(libc::O_NOATIME).open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => options.open(path),
+        opened => opened,
+    }
+}
+
 impl Backing {
     /// A new, empty, unlinked file in the temporary directory.
     fn temporary(dim: usize) -> Result<Backing> {
@@ -231,12 +241,11 @@ impl Backing {
             "threadrecall-{}-{id:032x}.vectors",
             std::process::id()
         ));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| io("create", Some(&path), e))?;
+        let file = open_without_atime(
+            OpenOptions::new().read(true).write(true).create_new(true),
+            &path,
+        )
+        .map_err(|e| io("create", Some(&path), e))?;
         let _ = fs::remove_file(&path); // unlinked: it lives as long as the file is open
         let backing = Backing {
             file,
@@ -250,13 +259,15 @@ impl Backing {
 
     /// A new, empty file at `path` (replacing any), tagged with `origin`.
     pub(crate) fn create(path: &Path, dim: usize, origin: &str) -> Result<Backing> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(|e| io("create", Some(path), e))?;
+        let file = open_without_atime(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true),
+            path,
+        )
+        .map_err(|e| io("create", Some(path), e))?;
         let backing = Backing {
             file,
             path: Some(path.to_path_buf()),
@@ -276,10 +287,7 @@ impl Backing {
         origin: &str,
         rows: usize,
     ) -> Result<Backing> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
+        let file = open_without_atime(OpenOptions::new().read(true).write(true), path)
             .map_err(|_| corrupt("the vectors file is missing"))?;
         let mut head = vec![0u8; HEADER_LEN as usize];
         file.read_exact_at(&mut head, 0)
