@@ -18,8 +18,9 @@
 //! vector plus noise as long as the vector) are harder than the probes, and can need a wider
 //! beam. So the held-out probes only stand in until real queries are known: the first
 //! [`PROBES`] distinct queries a default search serves are kept, and once there are that many
-//! the breadth is measured again on them (their true neighbours found as for a probe), and
-//! on them again whenever the graph's size calls for a new measure.
+//! the breadth is measured again on them (their true neighbours found as for a probe; at most
+//! [`SERVED_WIDENING`] times the held-out breadth), and on them again whenever the graph's
+//! size calls for a new measure.
 
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -50,6 +51,10 @@ const LADDER: [usize; 30] = [
 ];
 /// The breadth used past the ladder.
 const WIDEST: usize = 512;
+/// How far the queries served may widen the breadth held-out vectors called for: queries that
+/// need more are far off the data (random directions call for the widest beam, and gain
+/// little by it); a search given its breadth can go wider.
+const SERVED_WIDENING: usize = 2;
 /// Above this many vector components (linked slots x dimension) the probes' true neighbours
 /// come from a search of breadth `TRUTH_EF` instead of a scan of every vector.
 const EXACT_TRUTH_MAX: usize = 1 << 23;
@@ -114,7 +119,7 @@ impl Graph {
                 && (linked as f64) <= m.linked as f64 * REMEASURE_FACTOR
                 && (linked as f64) * REMEASURE_FACTOR >= m.linked as f64
         };
-        let served = {
+        let (held_out, served) = {
             let mut state = self.lock_breadths();
             if let Some(q) = query {
                 state.keep(q);
@@ -127,10 +132,17 @@ impl Graph {
             {
                 return m.ef;
             }
-            ready.then(|| state.served.clone())
+            let held_out = state.measured.iter().find(|m| fits(m)).map(|m| m.ef);
+            (held_out, ready.then(|| state.served.clone()))
         };
-        let Some(ef) = self.measure_ef(k, served.as_deref()) else {
+        let Some(held_out) = held_out.or_else(|| self.measure_ef(k, None, WIDEST)) else {
             return fallback.max(k);
+        };
+        let ef = match &served {
+            Some(queries) => self
+                .measure_ef(k, Some(queries), held_out * SERVED_WIDENING)
+                .unwrap_or(held_out),
+            None => held_out,
         };
         let state = &mut *self.lock_breadths();
         state.measured.retain(|m| m.k != k);
@@ -175,10 +187,10 @@ impl Graph {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The narrowest breadth of the ladder reaching [`TARGET_RECALL`] over the probes (the
-    /// `served` queries, or else stored vectors held out), or `None` when there are too few
-    /// linked slots to probe.
-    fn measure_ef(&self, k: usize, served: Option<&[Vec<f32>]>) -> Option<usize> {
+    /// The narrowest breadth of the ladder up to `widest` reaching [`TARGET_RECALL`] over the
+    /// probes (the `served` queries, or else stored vectors held out), `widest` if none does,
+    /// or `None` when there are too few linked slots to probe.
+    fn measure_ef(&self, k: usize, served: Option<&[Vec<f32>]>, widest: usize) -> Option<usize> {
         let entry = self.entry();
         let usable = |s: u32| !self.deleted[s as usize] && !self.queued[s as usize];
         let linked: Vec<u32> = (0..self.slots() as u32).filter(|&s| usable(s)).collect();
@@ -245,7 +257,12 @@ impl Graph {
             lower_bound(&recalls)
         };
         // Recall grows with the breadth: binary search for the first rung that reaches it.
-        let rungs: Vec<usize> = LADDER.iter().map(|&e| e.max(k)).collect();
+        let widest = widest.max(k);
+        let rungs: Vec<usize> = LADDER
+            .iter()
+            .map(|&e| e.max(k))
+            .filter(|&e| e <= widest)
+            .collect();
         let (mut lo, mut hi) = (0, rungs.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -255,7 +272,7 @@ impl Graph {
                 lo = mid + 1;
             }
         }
-        Some(rungs.get(lo).copied().unwrap_or(WIDEST.max(k)))
+        Some(rungs.get(lo).copied().unwrap_or(widest))
     }
 
     /// The `k` nearest live linked slots to `q` other than `skip` (if not `NONE`), found by a
@@ -386,6 +403,44 @@ mod tests {
         );
         assert_eq!(g.default_ef(DEFAULT_K, 64, Some(&fresh[0])), ef);
         assert_eq!(g.measured_breadths().1, after.1);
+    }
+
+    #[test]
+    fn queries_far_off_the_data_widen_the_breadth_only_so_far() {
+        // seed 25 for the data (40 clusters), 26 for queries in uniformly random directions.
+        let data: Vec<Vec<f32>> = clustered(25, 4000, 48, 40)
+            .iter()
+            .map(|v| prepared(Metric::Cosine, v))
+            .collect();
+        let g = build(Metric::Cosine, &data);
+        let held_out = g.default_ef(DEFAULT_K, 64, None);
+        let random: Vec<Vec<f32>> = clustered(26, PROBES, 48, PROBES)
+            .iter()
+            .map(|v| {
+                prepared(
+                    Metric::Cosine,
+                    &v.iter().map(|x| x - 0.35).collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        let unbounded = g.measure_ef(DEFAULT_K, Some(&random), WIDEST).unwrap();
+        for q in &random {
+            g.default_ef(DEFAULT_K, 64, Some(q));
+        }
+        let ef = g.default_ef(DEFAULT_K, 64, None);
+        assert!(
+            unbounded > SERVED_WIDENING * held_out,
+            "{held_out} {unbounded}"
+        );
+        assert!(
+            ef <= SERVED_WIDENING * held_out && ef > held_out,
+            "{held_out} {ef}"
+        );
+        assert_eq!(
+            g.measured_breadths().0[0][3],
+            1,
+            "measured on the queries served"
+        );
     }
 
     #[test]
