@@ -283,11 +283,14 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
     order = f"ORDER BY m.created_at{direction}, m.seq{direction}"
     window = "OFFSET (SELECT %(offset)s::bigint) LIMIT (SELECT %(limit)s::bigint)"
     counted = f"(SELECT count(*) FROM {{s}}.messages m WHERE {where})"
-    if stored_total:
-        # No bound, filter or cursor: the total is the thread's kept count (``thread_counts``).
-        key = " AND c.resource_id = (SELECT %(resource)s::text)" if resource else ""
+    if stored_total and resource:
+        # No bound, filter or cursor: the total is the thread's kept count (``thread_counts``),
+        # one row of it (its key) for one resource, the sum of its rows for all.
+        counted = ("coalesce((SELECT c.n FROM {s}.thread_counts c WHERE c.thread_id = (SELECT %(thread)s::text) "
+                   "AND c.resource_id = (SELECT %(resource)s::text)), 0)")
+    elif stored_total:
         counted = ("(SELECT coalesce(sum(c.n), 0)::bigint FROM {s}.thread_counts c "
-                   f"WHERE c.thread_id = (SELECT %(thread)s::text){key})")
+                   "WHERE c.thread_id = (SELECT %(thread)s::text))")
     if metadata:
         # The filter reads every row of the thread from the heap: the page's rows come with
         # the count of all that pass (one pass, where a separate count would read them again);
