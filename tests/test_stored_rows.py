@@ -109,6 +109,42 @@ def test_a_payload_without_its_keys_raises_as_before() -> None:
         messages_of(rows)
 
 
+# Times around the days-to-date arithmetic's edges: the epoch, leap days, centuries, and the
+# first and last microsecond ``datetime`` holds.
+TIMES = [0, -1, 1, -86_400_000_000, 86_399_999_999, 951_782_400_000_000, 951_868_799_999_999,
+         -2_208_988_800_000_000, 4_107_542_400_000_000, 946_684_799_999_999, 1_700_000_000_123_456,
+         -62_135_596_800_000_000, 253_402_300_799_999_999]
+# Beyond it: the same OverflowError as Python's ``epoch + timedelta``, also past 64 bits.
+OUT_OF_RANGE = [-62_135_596_800_000_001, 253_402_300_800_000_000, 2**63 - 1, -(2**63), 2**70]
+
+
+@pytest.mark.parametrize("micros", TIMES)
+def test_times_are_the_ones_pythons_decoder_makes(micros: int) -> None:
+    rows = [("m1", "t1", None, micros, 1, "user", "text", "{}", "{}")]
+    (decoded,) = _core.stored_messages(rows, _KINDS)
+    (expected,) = _decoded(rows)
+    assert decoded.created_at == expected.created_at
+    assert decoded.created_at.tzinfo is expected.created_at.tzinfo is timezone.utc
+    assert decoded.created_at.fold == 0 and type(decoded.created_at) is datetime
+
+
+@given(st.integers(min_value=-62_135_596_800_000_000, max_value=253_402_300_799_999_999))
+@seed(12)
+@settings(max_examples=300, deadline=None)
+def test_any_time_datetime_holds_decodes_as_python_does(micros: int) -> None:
+    rows = [("m1", "t1", None, micros, 1, "user", "text", "{}", "{}")]
+    assert _core.stored_messages(rows, _KINDS)[0].created_at == _decoded(rows)[0].created_at
+
+
+@pytest.mark.parametrize("micros", OUT_OF_RANGE)
+def test_a_time_datetime_cannot_hold_raises_as_python_does(micros: int) -> None:
+    rows = [("m1", "t1", None, micros, 1, "user", "text", "{}", "{}")]
+    with pytest.raises(OverflowError):
+        _decoded(rows)
+    with pytest.raises(OverflowError):
+        _core.stored_messages(rows, _KINDS)
+
+
 def test_messages_compare_equal_to_constructed_ones() -> None:
     made = Message(id="m1", thread_id="t1", resource_id=None, role="user",
                    content=MessageContent(parts=[{"type": "text", "text": "hi"}]),

@@ -3,6 +3,7 @@
 mod convert;
 mod error;
 mod lexical;
+mod objects;
 mod rows;
 mod texts;
 mod timeline;

@@ -11,7 +11,9 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+
+use super::objects::{set_attr, Blank};
 
 /// Nesting beyond which the rows are left to Python's decoder (and its recursion limit).
 const MAX_DEPTH: usize = 256;
@@ -33,7 +35,8 @@ impl From<PyErr> for Skip {
 type Parsed<'py> = Result<Bound<'py, PyAny>, Skip>;
 
 /// The messages of `rows`, oldest first as given, or `None` when one of their JSON texts is
-/// left to Python. `kinds` is `(Message, MessageContent, epoch, timedelta)`.
+/// left to Python. `kinds` is `(Message, MessageContent, epoch, timedelta)`, the epoch being
+/// 1970-01-01 in UTC.
 #[pyfunction]
 pub(crate) fn stored_messages<'py>(
     py: Python<'py>,
@@ -47,7 +50,14 @@ pub(crate) fn stored_messages<'py>(
         kinds.iter().collect::<Vec<_>>().try_into().map_err(|_| {
             PyTypeError::new_err("kinds must be (Message, MessageContent, epoch, timedelta)")
         })?;
-    let new = py.get_type::<PyAny>().getattr(intern!(py, "__new__"))?;
+    let make_message = Blank::of(message.cast::<PyType>()?)?;
+    let make_content = Blank::of(content.cast::<PyType>()?)?;
+    let clock = Clock {
+        datetime: epoch.get_type().into_any(),
+        utc: epoch.getattr(intern!(py, "tzinfo"))?,
+        epoch,
+        delta,
+    };
     let names = Names::new(py);
     let mut keys = Keys::default();
     let out = PyList::empty(py);
@@ -98,24 +108,65 @@ pub(crate) fn stored_messages<'py>(
             Some(text) => text,
             None => py.None().into_bound(py),
         };
-        let body = new.call1((&content,))?;
-        let fields = body.getattr(&names.dict)?.cast_into::<PyDict>()?;
-        fields.set_item(&names.parts, parts)?;
-        fields.set_item(&names.text, text)?;
-        let created = epoch.add(delta.call1((0, 0, row.get_item(3)?))?)?;
-        let made = new.call1((&message,))?;
-        let fields = made.getattr(&names.dict)?.cast_into::<PyDict>()?;
-        fields.set_item(&names.id, row.get_item(0)?)?;
-        fields.set_item(&names.thread_id, row.get_item(1)?)?;
-        fields.set_item(&names.resource_id, row.get_item(2)?)?;
-        fields.set_item(&names.role, role)?;
-        fields.set_item(&names.content, body)?;
-        fields.set_item(&names.created_at, created)?;
-        fields.set_item(&names.type_, type_)?;
-        fields.set_item(&names.metadata, metadata)?;
+        let body = make_content.make()?;
+        set_attr(&body, &names.parts, &parts)?;
+        set_attr(&body, &names.text, &text)?;
+        let created = clock.at(&row.get_item(3)?)?;
+        let made = make_message.make()?;
+        set_attr(&made, &names.id, &row.get_item(0)?)?;
+        set_attr(&made, &names.thread_id, &row.get_item(1)?)?;
+        set_attr(&made, &names.resource_id, &row.get_item(2)?)?;
+        set_attr(&made, &names.role, &role)?;
+        set_attr(&made, &names.content, &body)?;
+        set_attr(&made, &names.created_at, &created)?;
+        set_attr(&made, &names.type_, &type_)?;
+        set_attr(&made, &names.metadata, &metadata)?;
         out.append(made)?;
     }
     Ok(Some(out))
+}
+
+/// Times as the Python decoder makes them: `epoch + timedelta(microseconds=µs)`, built here
+/// as `datetime(year, ..., microsecond, tzinfo)` of the same fields (one object, not three)
+/// where the value is a date `datetime` holds, else the Python way (its `OverflowError`).
+struct Clock<'py> {
+    datetime: Bound<'py, PyAny>,
+    utc: Bound<'py, PyAny>,
+    epoch: Bound<'py, PyAny>,
+    delta: Bound<'py, PyAny>,
+}
+
+impl<'py> Clock<'py> {
+    fn at(&self, micros: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        if let Some((year, month, day, seconds, micro)) =
+            micros.extract::<i64>().ok().and_then(civil)
+        {
+            let (hour, minute, second) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+            return self
+                .datetime
+                .call1((year, month, day, hour, minute, second, micro, &self.utc));
+        }
+        self.epoch.add(self.delta.call1((0, 0, micros))?)
+    }
+}
+
+/// The UTC date, second of the day and microsecond of `micros` after 1970-01-01, for years 1
+/// to 9999 (`datetime`'s range), by the days-to-civil algorithm of H. Hinnant.
+fn civil(micros: i64) -> Option<(i64, u32, u32, i64, i64)> {
+    let days = micros.div_euclid(86_400_000_000);
+    let rest = micros.rem_euclid(86_400_000_000);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (1..=9999)
+        .contains(&year)
+        .then_some((year, month, day, rest / 1_000_000, rest % 1_000_000))
 }
 
 fn skipped<T>(skip: Skip) -> PyResult<Option<T>> {
@@ -127,7 +178,6 @@ fn skipped<T>(skip: Skip) -> PyResult<Option<T>> {
 
 /// The attribute names (interned once per process).
 struct Names<'py> {
-    dict: Bound<'py, PyString>,
     id: Bound<'py, PyString>,
     thread_id: Bound<'py, PyString>,
     resource_id: Bound<'py, PyString>,
@@ -143,7 +193,6 @@ struct Names<'py> {
 impl<'py> Names<'py> {
     fn new(py: Python<'py>) -> Self {
         Names {
-            dict: intern!(py, "__dict__").clone(),
             id: intern!(py, "id").clone(),
             thread_id: intern!(py, "thread_id").clone(),
             resource_id: intern!(py, "resource_id").clone(),

@@ -7,9 +7,10 @@ use std::sync::{Mutex, PoisonError, RwLock};
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyFloat, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyFloat, PyList, PyString, PyType};
 
 use super::convert::{input_from_py, inputs_from_json, one_metadata_form, strict_input_from_py};
+use super::objects::{set_attr, Blank};
 use super::texts::SlotTexts;
 use crate::distance::Metric;
 use crate::error::CoreError;
@@ -43,36 +44,6 @@ fn contiguous<'a>(arr: &'a PyReadonlyArray2<'_, f32>) -> PyResult<&'a [f32]> {
 
 fn pairs(hits: Vec<Hit>) -> Vec<(String, f32)> {
     hits.into_iter().map(|h| (h.id, h.score)).collect()
-}
-
-/// The constructor slot of `class` (what `object.__new__(class)` ends in, called without
-/// building its argument tuple).
-fn constructor(class: &Bound<'_, PyType>) -> PyResult<pyo3::ffi::newfunc> {
-    // SAFETY: `class` is a live type; a slot read from it is null or its `tp_new` function.
-    let slot = unsafe { pyo3::ffi::PyType_GetSlot(class.as_type_ptr(), pyo3::ffi::Py_tp_new) };
-    if slot.is_null() {
-        let name = class.name()?;
-        return Err(CoreError::InvalidArgument(format!("{name} objects cannot be created")).into());
-    }
-    // SAFETY: a non-null `Py_tp_new` slot holds a `newfunc`.
-    Ok(unsafe { std::mem::transmute::<*mut std::ffi::c_void, pyo3::ffi::newfunc>(slot) })
-}
-
-/// Stores `obj.key = value` the generic way (what `object.__setattr__` does, so a frozen
-/// dataclass's own `__setattr__` guard is not run).
-fn set_attr(
-    obj: &Bound<'_, PyAny>,
-    key: &Bound<'_, PyString>,
-    value: &Bound<'_, PyAny>,
-) -> PyResult<()> {
-    // SAFETY: three live objects; the call returns -1 with an exception set on failure.
-    let done =
-        unsafe { pyo3::ffi::PyObject_GenericSetAttr(obj.as_ptr(), key.as_ptr(), value.as_ptr()) };
-    if done < 0 {
-        Err(PyErr::fetch(obj.py()))
-    } else {
-        Ok(())
-    }
 }
 
 /// An HNSW vector index with filter pushdown; many readers, one writer.
@@ -367,8 +338,7 @@ impl PyVectorIndex {
             (hits, ix.numbering())
         });
         let hits = hits?;
-        let construct = constructor(result)?;
-        let no_args = PyTuple::empty(py);
+        let blank = Blank::of(result)?;
         let keys = [
             intern!(py, "id"),
             intern!(py, "score"),
@@ -385,14 +355,7 @@ impl PyVectorIndex {
         };
         for (hit, text) in hits.into_iter().zip(found) {
             // `vector` stays the class's default (None); the instance holds the rest.
-            // SAFETY: the type's own `tp_new` with an empty tuple returns a new reference, or
-            // null with an exception set.
-            let obj = unsafe {
-                Bound::from_owned_ptr_or_err(
-                    py,
-                    construct(result.as_type_ptr(), no_args.as_ptr(), std::ptr::null_mut()),
-                )?
-            };
+            let obj = blank.make()?;
             let id = PyString::new(py, &hit.id);
             set_attr(&obj, keys[0], &id)?;
             set_attr(&obj, keys[1], &PyFloat::new(py, hit.score as f64))?;

@@ -249,9 +249,12 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
          before: bool, forward: bool, owner: bool = False, stored_total: bool = False) -> str:
     """One page of a thread with the count of every message passing the same conditions, and
     whether each cursor names a message of the thread, in one statement (``Timeline.page``'s
-    rules: ``start``/``end`` are the comparison operators of the date bounds). ``owner`` adds
-    the resource of the thread (``NULL``: no such thread) to the counts' row, which comes
-    first (with no message id); the page's rows follow, ``PAGE_COLUMNS`` after four nulls.
+    rules: ``start``/``end`` are the comparison operators of the date bounds).
+
+    Every row has the nine ``PAGE_COLUMNS``: the page's rows, and first a counts' row with no
+    message id, whose third column is the resource of the thread (with ``owner``; ``NULL``:
+    no such thread, or no ``owner``), fourth the count, fifth the cursors that name a message
+    of the thread (1: ``after``, 2: ``before``, either counted as found when not asked for).
     ``stored_total`` (only without bounds, filter and cursors, and with no resource or a
     non-empty one) reads the total from ``thread_counts`` instead of counting the rows."""
     cond = ["m.thread_id = (SELECT %(thread)s::text)"]
@@ -274,17 +277,20 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
         cond.append("(m.created_at, m.seq) < (SELECT created_at, seq FROM b)")
     where = " AND ".join(cond)
     direction = "" if forward else " DESC"
-    has_a = "EXISTS (SELECT 1 FROM a)" if after else "TRUE"
-    has_b = "EXISTS (SELECT 1 FROM b)" if before else "TRUE"
+    has_a = "(EXISTS (SELECT 1 FROM a))::int" if after else "1"
+    has_b = "2 * (EXISTS (SELECT 1 FROM b))::int" if before else "2"
     owned = "(SELECT resource_id FROM {s}.threads WHERE id = (SELECT %(thread)s::text))" if owner else "NULL::text"
     order = f"ORDER BY m.created_at{direction}, m.seq{direction}"
     window = "OFFSET (SELECT %(offset)s::bigint) LIMIT (SELECT %(limit)s::bigint)"
     counted = f"(SELECT count(*) FROM {{s}}.messages m WHERE {where})"
-    if stored_total:
-        # No bound, filter or cursor: the total is the thread's kept count (``thread_counts``).
-        key = " AND c.resource_id = (SELECT %(resource)s::text)" if resource else ""
+    if stored_total and resource:
+        # No bound, filter or cursor: the total is the thread's kept count (``thread_counts``),
+        # one row of it (its key) for one resource, the sum of its rows for all.
+        counted = ("coalesce((SELECT c.n FROM {s}.thread_counts c WHERE c.thread_id = (SELECT %(thread)s::text) "
+                   "AND c.resource_id = (SELECT %(resource)s::text)), 0)")
+    elif stored_total:
         counted = ("(SELECT coalesce(sum(c.n), 0)::bigint FROM {s}.thread_counts c "
-                   f"WHERE c.thread_id = (SELECT %(thread)s::text){key})")
+                   "WHERE c.thread_id = (SELECT %(thread)s::text))")
     if metadata:
         # The filter reads every row of the thread from the heap: the page's rows come with
         # the count of all that pass (one pass, where a separate count would read them again);
@@ -292,15 +298,15 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
         ctes.append(f"p AS MATERIALIZED (SELECT count(*) OVER () AS n, {PAGE_COLUMNS} "
                     f"FROM {{s}}.messages m WHERE {where} {order} {window})")
         total = f"coalesce((SELECT n FROM p LIMIT 1), {counted})"
-        rows = f"SELECT NULL, NULL, NULL, NULL, {PAGE_COLUMNS} FROM p m {order}"
+        rows = f"SELECT {PAGE_COLUMNS} FROM p m {order}"
     else:
         total = counted
-        rows = f"SELECT NULL, NULL, NULL, NULL, {PAGE_COLUMNS} FROM {{s}}.messages m WHERE {where} {order} {window}"
+        rows = f"SELECT {PAGE_COLUMNS} FROM {{s}}.messages m WHERE {where} {order} {window}"
     with_ = "WITH " + ", ".join(ctes) if ctes else ""
     return f"""
     {with_}
-    (SELECT {total}, {has_a}, {has_b}, {owned}, NULL::text, NULL::text, NULL::text, NULL::bigint,
-            NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text)
+    (SELECT NULL::text, NULL::text, {owned}, {total}, ({has_a} + {has_b})::bigint,
+            NULL::text, NULL::text, NULL::text, NULL::text)
     UNION ALL
     ({rows})
     """

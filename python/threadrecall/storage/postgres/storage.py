@@ -534,14 +534,13 @@ class PostgresStorage:
             "thread": thread_id, "resource": resource_id, "start": start, "end": end,
             "filter": filter_value(metadata) if metadata else None, "after": after_id,
             "before": before_id, "offset": offset, "limit": limit}, binary=True)
-        # The counts' row has no message id; the page's rows (selected as ``ColumnRow``)
-        # follow it, after four nulls.
-        rows = [r[4:] for r in found if r[4] is not None]
-        total, has_after, has_before, owner = next(r for r in found if r[4] is None)[:4]
+        # The counts' row has no message id (``q.page``); the page's rows are ``ColumnRow``s.
+        rows = [r for r in found if r[0] is not None]
+        _, _, owner, total, cursors = next(r for r in found if r[0] is None)[:5]
         if check_owner is not None:
             check_owner(owner)
-        for ok, cursor in ((has_after, after_id), (has_before, before_id)):
-            if not ok:
+        for bit, cursor in ((1, after_id), (2, before_id)):
+            if not cursors & bit:
                 raise InvalidArgumentError(f"no message with id {cursor} in thread {thread_id}")
         if forward == descending:
             rows.reverse()
