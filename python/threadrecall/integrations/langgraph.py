@@ -526,7 +526,7 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
         self._commit(write)
 
     def _holders(self, thread_id: str, ns: str, parent: str | None, checkpoint_id: str,
-                 versions: ChannelVersions, new_versions: ChannelVersions) -> dict[str, list[Any]]:
+                 versions: ChannelVersions, new_versions: ChannelVersions) -> dict[str, Any]:
         """``{channel: [version, id of the checkpoint holding it]}`` for a new checkpoint: the
         versions of ``new_versions`` it holds itself; the others are where its parent found
         them (LangGraph's ``new_versions`` are the channels changed since the parent), or,
@@ -556,7 +556,9 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
         rows[message.metadata["checkpoint_id"]] = message
         for (ch, v), cid in named.items():
             holder = rows.get(cid)
-            stored = holder.content.parts[0].get("values", {}).get(ch) if holder is not None else None
+            if holder is None:  # deleted since (with its thread)
+                continue
+            stored = holder.content.parts[0].get("values", {}).get(ch)
             if stored is not None and holder.metadata["holders"].get(ch, [None])[0] == v:
                 yield ch, _typed(stored)
 
