@@ -26,15 +26,24 @@ from threadrecall.integrations.langgraph import ThreadRecallSaver  # noqa: E402
 from threadrecall.storage import DuckDBStorage  # noqa: E402
 
 
-def test_every_base_capability_of_the_conformance_suite_passes(tmp_path):
+@pytest.mark.parametrize("backend", ["duckdb", "postgres"])
+def test_every_base_capability_of_the_conformance_suite_passes(tmp_path, request, backend):
     made = []
 
     @checkpointer_test(name="ThreadRecallSaver")
     async def saver():
-        memory = Memory(storage=DuckDBStorage(tmp_path / f"cp{len(made)}.duckdb"))
+        if backend == "duckdb":
+            memory = Memory(storage=DuckDBStorage(tmp_path / f"cp{len(made)}.duckdb"))
+        else:  # a schema of its own for each saver the suite makes: each expects an empty store
+            from threadrecall.storage import PostgresStorage
+
+            dsn, schema = request.getfixturevalue("pg_dsn"), f"{request.getfixturevalue('pg_schema')}_{len(made)}"
+            memory = Memory(storage=PostgresStorage(dsn, schema=schema))
         made.append(memory)
         yield ThreadRecallSaver(memory)
         memory.close()
+        if backend == "postgres":
+            drop_schema(dsn, schema)
 
     report = asyncio.run(validate(saver))
     for capability in BASE_CAPABILITIES:
@@ -42,6 +51,13 @@ def test_every_base_capability_of_the_conformance_suite_passes(tmp_path):
         assert result.detected and result.passed, (capability.value, result.failures)
         assert result.tests_passed > 0 and result.tests_failed == 0
     assert len(made) >= len(BASE_CAPABILITIES)
+
+
+def drop_schema(dsn, name):
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("DROP SCHEMA {} CASCADE").format(psycopg.sql.Identifier(name)))
 
 
 class State(TypedDict):
