@@ -62,7 +62,7 @@ from langgraph.store.base import (
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
 from .. import _core
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, StorageError
 from ..memory import Memory
 from ..types import Message, parse_time
 
@@ -548,7 +548,7 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
                 versions: ChannelVersions) -> Iterator[tuple[str, tuple[str, bytes]]]:
         """The stored value of each channel version of a checkpoint's message, as the
         serializer's ``(type, bytes)``: from the checkpoints its ``holders`` name."""
-        holders = message.metadata["holders"]
+        holders = _holders_of(message)
         named = {(ch, v): holders[ch][1] for ch, v in versions.items() if ch in holders and holders[ch][0] == v}
         others = {cid for cid in named.values() if cid != message.metadata["checkpoint_id"]}
         rows = {m.metadata["checkpoint_id"]: m for m in self.memory.get_messages(
@@ -559,7 +559,7 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
             if holder is None:  # deleted since (with its thread)
                 continue
             stored = holder.content.parts[0].get("values", {}).get(ch)
-            if stored is not None and holder.metadata["holders"].get(ch, [None])[0] == v:
+            if stored is not None and _holders_of(holder).get(ch, [None])[0] == v:
                 yield ch, _typed(stored)
 
     def _commit(self, write: Any) -> None:
@@ -625,11 +625,22 @@ def _cp_thread(thread_id: str, ns: str) -> str:
     return "langgraph-checkpoints:" + _key(thread_id, ns)
 
 
+def _holders_of(checkpoint: Message) -> dict[str, Any]:
+    """A checkpoint message's ``holders``; ``StorageError`` for one this saver cannot read."""
+    holders = checkpoint.metadata.get("holders")
+    if not isinstance(holders, dict):
+        raise StorageError(
+            f"the checkpoint {checkpoint.metadata.get('checkpoint_id')!r} of {checkpoint.thread_id} was "
+            "stored by an earlier ThreadRecallSaver (one message per channel value), which this one "
+            "does not read: finish or delete that thread with the earlier version")
+    return holders
+
+
 def _take_holders(wanted: dict[str, Any], holders: dict[str, list[Any]], checkpoints: list[Message]) -> None:
     """Move the channel versions of ``wanted`` that these checkpoints' messages know the
     holder of into ``holders``."""
     for message in checkpoints:
-        known = message.metadata["holders"]
+        known = _holders_of(message)
         for ch, v in list(wanted.items()):
             if ch in known and known[ch][0] == v:
                 holders[ch] = known[ch]
