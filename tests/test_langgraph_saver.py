@@ -180,7 +180,8 @@ def test_a_run_stores_one_message_per_checkpoint_and_per_write(tmp_path):
         graph = topic_graph(ThreadRecallSaver(memory))
         config = {"configurable": {"thread_id": "review-1"}}
         graph.invoke({"topic": "dogs", "steps": []}, config)
-        assert graph.invoke(Command(resume="yes"), config) == {"topic": "dogs", "steps": ["drafted:dogs", "reviewed:yes"]}
+        done = graph.invoke(Command(resume="yes"), config)
+        assert done == {"topic": "dogs", "steps": ["drafted:dogs", "reviewed:yes"]}
         (thread,) = memory.list_threads(resource_id="langgraph-checkpoints").threads
         kinds = [m.metadata["kind"] for m in memory.recall(thread.id, per_page=False).messages]
         checkpoints = [t.checkpoint["id"] for t in ThreadRecallSaver(memory).list(config)]

@@ -222,7 +222,8 @@ def test_set_messages_stores_a_change_made_to_a_message_it_returned(store, memor
     memory.close()
     reopened = Memory(storage=DuckDBStorage(db))
     try:
-        assert ThreadRecallChatStore(reopened).get_messages("k") == [msg("q1"), msg("a1, changed in place", "assistant")]
+        assert ThreadRecallChatStore(reopened).get_messages("k") == [
+            msg("q1"), msg("a1, changed in place", "assistant")]
     finally:
         reopened.close()
 
