@@ -109,6 +109,7 @@ ADAPTER_CALLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "langgraph": _SAVER_CALLS,
     "langgraph-exit": _SAVER_CALLS,
     "llama-index": ("llama_index", "ThreadRecallChatStore", ("get_messages", "add_message")),
+    "llama-index-history": ("llama_index", "ThreadRecallChatStore", ("set_messages", "get_messages", "add_message")),
     "langchain": ("langchain", "ThreadRecallChatMessageHistory", ("add_messages",)),
 }
 
@@ -278,6 +279,37 @@ def llama_index(bench: Bench) -> dict[str, Turn]:
             "threadrecall": turn_on(ThreadRecallChatStore(bench.memory()))}
 
 
+def llama_index_history(bench: Bench) -> dict[str, Turn]:
+    """A stateless chat server's turn: the client hands back the history it was given with
+    its next question (``chat(question, chat_history=...)``, which sets the store's messages
+    to it), and gets the new history back."""
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.chat_engine import SimpleChatEngine
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.memory import ChatMemoryBuffer
+    from llama_index.core.storage.chat_store import SimpleChatStore
+
+    from threadrecall.integrations.llama_index import ThreadRecallChatStore
+
+    def turn_on(store: Any) -> Turn:
+        history = [m for i in range(20) for m in (
+            ChatMessage(role="user", content=f"Question {i}: what is the weather in city {i}?"),
+            ChatMessage(role="assistant", content=f"It is sunny in city {i}."))]
+        buffer = ChatMemoryBuffer.from_defaults(chat_store=store, chat_store_key="bench", token_limit=100_000,
+                                                tokenizer_fn=str.split)
+        engine = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=8), memory=buffer)
+        questions = itertools.count()
+
+        def turn() -> None:
+            nonlocal history
+            engine.chat(f"Question {next(questions)}", chat_history=history)
+            history = engine.chat_history
+        return turn
+
+    return {"SimpleChatStore": turn_on(SimpleChatStore()),
+            "threadrecall": turn_on(ThreadRecallChatStore(bench.memory()))}
+
+
 def floor(bench: Bench) -> dict[str, Turn]:
     """The durable-write floor: what one commit costs on this disk, and what of it is the
     statement rather than the disk (the same insert into an in-memory database)."""
@@ -327,6 +359,7 @@ FRAMEWORKS: dict[str, Callable[[Bench], dict[str, Turn]]] = {
     "openai-agents": openai_agents,
     "langchain": langchain,
     "llama-index": llama_index,
+    "llama-index-history": llama_index_history,
 }
 
 

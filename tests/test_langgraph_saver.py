@@ -18,6 +18,7 @@ pytest.importorskip("langgraph.checkpoint.conformance")
 
 from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
 from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.types import Command, interrupt  # noqa: E402
 
@@ -26,15 +27,24 @@ from threadrecall.integrations.langgraph import ThreadRecallSaver  # noqa: E402
 from threadrecall.storage import DuckDBStorage  # noqa: E402
 
 
-def test_every_base_capability_of_the_conformance_suite_passes(tmp_path):
+@pytest.mark.parametrize("backend", ["duckdb", "postgres"])
+def test_every_base_capability_of_the_conformance_suite_passes(tmp_path, request, backend):
     made = []
 
     @checkpointer_test(name="ThreadRecallSaver")
     async def saver():
-        memory = Memory(storage=DuckDBStorage(tmp_path / f"cp{len(made)}.duckdb"))
+        if backend == "duckdb":
+            memory = Memory(storage=DuckDBStorage(tmp_path / f"cp{len(made)}.duckdb"))
+        else:  # a schema of its own for each saver the suite makes: each expects an empty store
+            from threadrecall.storage import PostgresStorage
+
+            dsn, schema = request.getfixturevalue("pg_dsn"), f"{request.getfixturevalue('pg_schema')}_{len(made)}"
+            memory = Memory(storage=PostgresStorage(dsn, schema=schema))
         made.append(memory)
         yield ThreadRecallSaver(memory)
         memory.close()
+        if backend == "postgres":
+            drop_schema(dsn, schema)
 
     report = asyncio.run(validate(saver))
     for capability in BASE_CAPABILITIES:
@@ -42,6 +52,13 @@ def test_every_base_capability_of_the_conformance_suite_passes(tmp_path):
         assert result.detected and result.passed, (capability.value, result.failures)
         assert result.tests_passed > 0 and result.tests_failed == 0
     assert len(made) >= len(BASE_CAPABILITIES)
+
+
+def drop_schema(dsn, name):
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("DROP SCHEMA {} CASCADE").format(psycopg.sql.Identifier(name)))
 
 
 class State(TypedDict):
@@ -141,6 +158,58 @@ def test_a_config_without_thread_id_is_refused(tmp_path):
     with Memory(storage=DuckDBStorage(tmp_path / "m.duckdb")) as memory:
         with pytest.raises(InvalidArgumentError):
             ThreadRecallSaver(memory).get_tuple({"configurable": {}})
+
+
+class Topic(TypedDict):
+    topic: str  # set by the input only: later checkpoints point to the value the first holds
+    steps: Annotated[list[str], operator.add]
+
+
+def topic_graph(saver):
+    builder = StateGraph(Topic)
+    builder.add_node("draft", lambda state: {"steps": [f"drafted:{state['topic']}"]})
+    builder.add_node("review", lambda state: {"steps": [f"reviewed:{interrupt('approve?')}"]})
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", "review")
+    builder.add_edge("review", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_a_run_stores_one_message_per_checkpoint_and_per_write(tmp_path):
+    with Memory(storage=DuckDBStorage(tmp_path / "m.duckdb")) as memory:
+        graph = topic_graph(ThreadRecallSaver(memory))
+        config = {"configurable": {"thread_id": "review-1"}}
+        graph.invoke({"topic": "dogs", "steps": []}, config)
+        done = graph.invoke(Command(resume="yes"), config)
+        assert done == {"topic": "dogs", "steps": ["drafted:dogs", "reviewed:yes"]}
+        (thread,) = memory.list_threads(resource_id="langgraph-checkpoints").threads
+        kinds = [m.metadata["kind"] for m in memory.recall(thread.id, per_page=False).messages]
+        checkpoints = [t.checkpoint["id"] for t in ThreadRecallSaver(memory).list(config)]
+        assert kinds.count("checkpoint") == len(checkpoints) == 4 and set(kinds) == {"checkpoint", "write"}
+        # Every checkpoint reads back the values its channels had, wherever they are held:
+        # the same history as LangGraph's own saver gives.
+        reference = topic_graph(InMemorySaver())
+        reference.invoke({"topic": "dogs", "steps": []}, config)
+        reference.invoke(Command(resume="yes"), config)
+        history = [(s.values, s.next) for s in graph.get_state_history(config)]
+        assert history == [(s.values, s.next) for s in reference.get_state_history(config)]
+        assert [values.get("topic") for values, _ in history] == ["dogs", "dogs", "dogs", None]
+
+
+def test_a_checkpoint_of_the_earlier_format_raises_a_clear_error(tmp_path):
+    from threadrecall.errors import StorageError
+
+    with Memory(storage=DuckDBStorage(tmp_path / "m.duckdb")) as memory:
+        saver = ThreadRecallSaver(memory)
+        graph = approval_graph(saver)
+        config = {"configurable": {"thread_id": "review-1"}}
+        graph.invoke({"steps": []}, config)
+        latest = saver.get_tuple(config).config["configurable"]["checkpoint_id"]
+        (old,) = [m for m in memory.recall(next(iter(memory.list_threads().threads)).id, per_page=False).messages
+                  if m.metadata.get("checkpoint_id") == latest and m.metadata["kind"] == "checkpoint"]
+        memory.update_messages([{"id": old.id, "metadata": {"holders": None}}])
+        with pytest.raises(StorageError, match="earlier ThreadRecallSaver"):
+            saver.get_tuple(config)
 
 
 RUNNER = textwrap.dedent(

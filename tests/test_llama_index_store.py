@@ -202,6 +202,54 @@ def test_set_messages_replaces(store):
     assert store.get_messages("k") == [msg("replaced1"), msg("replaced2", "assistant")]
 
 
+def test_set_messages_of_the_history_with_more_after_it_writes_only_the_new_ones(store, memory):
+    store.set_messages("k", [msg("q1"), msg("a1", "assistant")])
+    ids = [m.id for m in memory.recall("k", per_page=False).messages]
+    history = [*store.get_messages("k"), msg("q2"), msg("a2", "assistant")]
+    store.set_messages("k", history)
+    stored = memory.recall("k", per_page=False).messages
+    assert [m.id for m in stored[:2]] == ids and len(stored) == 4
+    assert store.get_messages("k") == history
+    store.set_messages("k", history)  # the same list again: nothing to write
+    assert [m.id for m in memory.recall("k", per_page=False).messages] == [m.id for m in stored]
+
+
+def test_set_messages_stores_a_change_made_to_a_message_it_returned(store, memory, db):
+    store.set_messages("k", [msg("q1"), msg("a1", "assistant")])
+    history = store.get_messages("k")
+    history[1].content = "a1, changed in place"
+    store.set_messages("k", history)
+    memory.close()
+    reopened = Memory(storage=DuckDBStorage(db))
+    try:
+        assert ThreadRecallChatStore(reopened).get_messages("k") == [
+            msg("q1"), msg("a1, changed in place", "assistant")]
+    finally:
+        reopened.close()
+
+
+@pytest.mark.parametrize("change", ["edited", "shorter", "archived", "unmarked thread"])
+def test_set_messages_of_any_other_list_replaces_the_stored_ones(store, db_store, memory, change):
+    store.set_messages("k", [msg("q1"), msg("a1", "assistant")])
+    ids = {m.id for m in memory.recall("k", per_page=False).messages}
+    wanted = [msg("q1"), msg("a1", "assistant"), msg("q2")]
+    if change == "edited":
+        wanted[1] = msg("a1, edited", "assistant")
+    elif change == "shorter":
+        wanted = wanted[:1]
+    elif change == "archived":  # the same messages, but the stored first one is archived
+        run(db_store.archive_oldest_messages("k", 1))
+    else:  # a thread the store did not create: it becomes one of the store's keys
+        memory.update_thread("k", metadata={"chat_store": None})
+        assert store.get_keys() == []
+    store.set_messages("k", wanted)
+    stored = memory.recall("k", per_page=False).messages
+    assert store.get_messages("k") == wanted
+    assert ids.isdisjoint(m.id for m in stored)
+    assert {m.metadata["status"] for m in stored} == {"active"}
+    assert store.get_keys() == ["k"]
+
+
 def test_non_ascii_text(store, memory, db):
     store.add_message("user1", msg("ハロー héllo"))
     memory.close()

@@ -14,8 +14,11 @@ puts in one transaction.
 
 ``ThreadRecallSaver`` (a LangGraph ``BaseCheckpointSaver``) keeps each ``(thread_id,
 checkpoint_ns)`` as a thread of one resource (``"langgraph-checkpoints"`` by default) whose
-messages are its checkpoints, the channel values they point to (one message per channel
-version, so a value is stored once however many checkpoints share it) and the pending writes.
+messages are its checkpoints and the pending writes. A checkpoint's message holds the values
+of the channels it changed (its ``new_versions``), and its metadata names, for every channel
+version it points to, the checkpoint whose message holds that value (itself, its parent's
+holder, or for a version its parent does not have, the thread's checkpoint that stored it): a
+value is stored once however many checkpoints share it, and a put is one message.
 Payloads are the saver's serializer output, base64 in a data part: none of it is embedded.
 LangGraph calls ``put`` and ``put_writes`` from background threads; on DuckDB the calls waiting
 at the same time share one commit (``DuckDBStorage.grouped``), and each returns once its own
@@ -59,7 +62,7 @@ from langgraph.store.base import (
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
 from .. import _core
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, StorageError
 from ..memory import Memory
 from ..types import Message, parse_time
 
@@ -438,12 +441,9 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
         part = message.content.parts[0]
         cid, parent = message.metadata["checkpoint_id"], message.metadata["parent_checkpoint_id"]
         checkpoint = self.serde.loads_typed(_typed(part["checkpoint"]))
-        blob_ids = [_blob_id(thread_id, ns, ch, v) for ch, v in checkpoint["channel_versions"].items()]
-        values = {}
-        for blob in self.memory.get_messages(blob_ids):
-            typed = _typed(blob.content.parts[0]["value"])
-            if typed[0] != "empty":
-                values[blob.metadata["channel"]] = self.serde.loads_typed(typed)
+        values = {ch: self.serde.loads_typed(typed)
+                  for ch, typed in self._values(thread_id, ns, message, checkpoint["channel_versions"])
+                  if typed[0] != "empty"}
         writes = self.memory.recall(_cp_thread(thread_id, ns), per_page=False, filter={
             "metadata": {"kind": "write", "checkpoint_id": cid}}).messages
         writes.sort(key=lambda m: writes_sort_key(m.metadata["task_path"], m.metadata["task_id"],
@@ -472,28 +472,26 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
         stored = dict(checkpoint)
         values = stored.pop("channel_values", {}) or {}
         parent = config["configurable"].get("checkpoint_id")
-        messages = [{
-            "id": _blob_id(thread_id, ns, ch, v), "thread_id": tid, "resource_id": self.resource_id,
-            "role": "assistant",
-            "type": "langgraph.blob", "metadata": {"kind": "blob", "channel": ch},
-            "content": {"parts": [{"type": "data", "value": _b64(
-                self.serde.dumps_typed(values[ch]) if ch in values else ("empty", b""))}]},
-        } for ch, v in new_versions.items()]
-        messages.append({
+        holders = self._holders(thread_id, ns, parent, checkpoint["id"], checkpoint["channel_versions"],
+                                new_versions)
+        message = {
             "id": _cp_id(thread_id, ns, checkpoint["id"]), "thread_id": tid, "resource_id": self.resource_id,
             "role": "assistant",
             "type": "langgraph.checkpoint", "created_at": _uuid_time(checkpoint["id"]),
             "metadata": {"kind": "checkpoint", "checkpoint_id": checkpoint["id"],
-                         "parent_checkpoint_id": parent},
+                         "parent_checkpoint_id": parent, "holders": holders},
             "content": {"parts": [{"type": "data",
                                    "checkpoint": _b64(self.serde.dumps_typed(stored)),
                                    "metadata": _b64(self.serde.dumps_typed(
-                                       get_checkpoint_metadata(config, metadata)))}]},
-        })
+                                       get_checkpoint_metadata(config, metadata))),
+                                   "values": {ch: _b64(self.serde.dumps_typed(values[ch]) if ch in values
+                                                       else ("empty", b"")) for ch in new_versions}}]},
+        }
+
         def write() -> None:
             with self.memory.transaction():
                 self._ensure_thread(tid, thread_id, ns)
-                self.memory.save_messages(messages)
+                self.memory.save_messages([message])
 
         self._commit(write)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
@@ -526,6 +524,43 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
                 self.memory.save_messages([m for m in stored if m["id"] not in have])
 
         self._commit(write)
+
+    def _holders(self, thread_id: str, ns: str, parent: str | None, checkpoint_id: str,
+                 versions: ChannelVersions, new_versions: ChannelVersions) -> dict[str, Any]:
+        """``{channel: [version, id of the checkpoint holding it]}`` for a new checkpoint: the
+        versions of ``new_versions`` it holds itself; the others are where its parent found
+        them (LangGraph's ``new_versions`` are the channels changed since the parent), or,
+        for a version the parent does not point to, in the thread's checkpoint that stored it.
+        A version stored nowhere is left out (its channel has no value, as with LangGraph's
+        own savers)."""
+        holders = {ch: [v, checkpoint_id] for ch, v in new_versions.items()}
+        wanted = {ch: v for ch, v in versions.items() if holders.get(ch, [None])[0] != v}
+        if not wanted:
+            return holders
+        if parent:
+            _take_holders(wanted, holders, self.memory.get_messages([_cp_id(thread_id, ns, parent)]))
+        if wanted:  # a version the parent does not point to: look through the thread
+            _take_holders(wanted, holders, self.memory.recall(
+                _cp_thread(thread_id, ns), per_page=False, filter={"metadata": {"kind": "checkpoint"}}).messages)
+        return holders
+
+    def _values(self, thread_id: str, ns: str, message: Message,
+                versions: ChannelVersions) -> Iterator[tuple[str, tuple[str, bytes]]]:
+        """The stored value of each channel version of a checkpoint's message, as the
+        serializer's ``(type, bytes)``: from the checkpoints its ``holders`` name."""
+        holders = _holders_of(message)
+        named = {(ch, v): holders[ch][1] for ch, v in versions.items() if ch in holders and holders[ch][0] == v}
+        others = {cid for cid in named.values() if cid != message.metadata["checkpoint_id"]}
+        rows = {m.metadata["checkpoint_id"]: m for m in self.memory.get_messages(
+            [_cp_id(thread_id, ns, cid) for cid in others])}
+        rows[message.metadata["checkpoint_id"]] = message
+        for (ch, v), cid in named.items():
+            holder = rows.get(cid)
+            if holder is None:  # deleted since (with its thread)
+                continue
+            stored = holder.content.parts[0].get("values", {}).get(ch)
+            if stored is not None and _holders_of(holder).get(ch, [None])[0] == v:
+                yield ch, _typed(stored)
 
     def _commit(self, write: Any) -> None:
         """Run a write now, or, on a backend that groups the commits of concurrent writes
@@ -590,12 +625,30 @@ def _cp_thread(thread_id: str, ns: str) -> str:
     return "langgraph-checkpoints:" + _key(thread_id, ns)
 
 
+def _holders_of(checkpoint: Message) -> dict[str, Any]:
+    """A checkpoint message's ``holders``; ``StorageError`` for one this saver cannot read."""
+    holders = checkpoint.metadata.get("holders")
+    if not isinstance(holders, dict):
+        raise StorageError(
+            f"the checkpoint {checkpoint.metadata.get('checkpoint_id')!r} of {checkpoint.thread_id} was "
+            "stored by an earlier ThreadRecallSaver (one message per channel value), which this one "
+            "does not read: finish or delete that thread with the earlier version")
+    return holders
+
+
+def _take_holders(wanted: dict[str, Any], holders: dict[str, list[Any]], checkpoints: list[Message]) -> None:
+    """Move the channel versions of ``wanted`` that these checkpoints' messages know the
+    holder of into ``holders``."""
+    for message in checkpoints:
+        known = _holders_of(message)
+        for ch, v in list(wanted.items()):
+            if ch in known and known[ch][0] == v:
+                holders[ch] = known[ch]
+                del wanted[ch]
+
+
 def _cp_id(thread_id: str, ns: str, checkpoint_id: str) -> str:
     return "langgraph-checkpoint:" + _key(thread_id, ns, checkpoint_id)
-
-
-def _blob_id(thread_id: str, ns: str, channel: str, version: Any) -> str:
-    return "langgraph-blob:" + _key(thread_id, ns, channel, version)
 
 
 def _write_id(thread_id: str, ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:

@@ -93,8 +93,17 @@ class _Threads:
                 self.memory.save_messages(rows, keep_system=True)
 
     def _replace(self, key: str, rows: list[dict[str, Any]]) -> None:
+        """Make ``rows`` the key's messages, in one transaction. Stored messages that are the
+        first of ``rows`` as they are (a caller setting the history it read, with new
+        messages after it) stay, and only the rest is written; any other list replaces the
+        thread's messages."""
         with self.memory.transaction():
-            if self._owned(key) is not None:
+            thread = self._owned(key)
+            if thread is not None:
+                stored = self._stored(key) if thread.metadata.items() >= THREAD_MARK.items() else None
+                if stored is not None and len(stored) <= len(rows) and all(map(_same, stored, rows)):
+                    self._append(key, rows[len(stored):])
+                    return
                 self.memory.delete_thread(key)
             self._append(key, rows)
 
@@ -138,7 +147,8 @@ class ThreadRecallChatStore(_Threads, BaseChatStore):
         return "ThreadRecallChatStore"
 
     def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
-        """Replace the key's messages, in one transaction."""
+        """Replace the key's messages, in one transaction (writing only what is new when the
+        stored messages are the first of ``messages``)."""
         self._replace(self._thread(key), self._rows(key, messages, MessageStatus.ACTIVE.value))
 
     def get_messages(self, key: str) -> list[ChatMessage]:
@@ -310,6 +320,12 @@ async def _in_transaction(memory: Memory, call: Any, *args: Any) -> Any:
             return call(*args)
 
     return await asyncio.to_thread(run)
+
+
+def _same(stored: Message, row: Mapping[str, Any]) -> bool:
+    """Whether a stored message is what saving ``row`` (a ``_rows`` dict) would store."""
+    return (stored.role == row["role"] and stored.type == "text" and stored.content.text is None
+            and stored.content.parts == row["content"]["parts"] and stored.metadata == row["metadata"])
 
 
 def _status(status: Any) -> str | None:
