@@ -234,9 +234,9 @@ impl Graph {
                             slot: s,
                         })
                         .collect();
-                    self.rerank(&q, k, &coarse)
+                    self.rerank(&q, k, &coarse, 1.0)
                 } else {
-                    self.search_without(&q, p, k, TRUTH_EF.max(k))
+                    self.search_without(&q, p, k, TRUTH_EF.max(k), 1.0)
                 };
                 found.into_iter().map(|n| n.slot).collect()
             })
@@ -249,7 +249,7 @@ impl Graph {
                 .zip(&truths)
                 .filter(|(_, truth)| !truth.is_empty())
                 .map(|((&p, v), truth)| {
-                    let got = self.search_without(&Query::new(v), p, k, ef);
+                    let got = self.search_without(&Query::new(v), p, k, ef, self.likely_share());
                     let hits = truth.iter().filter(|t| got.iter().any(|n| n.slot == **t));
                     hits.count() as f64 / truth.len() as f64
                 })
@@ -276,8 +276,9 @@ impl Graph {
     }
 
     /// The `k` nearest live linked slots to `q` other than `skip` (if not `NONE`), found by a
-    /// walk that never steps on `skip` (as if it were not stored), with exact distances.
-    fn search_without(&self, q: &Query, skip: u32, k: usize, ef: usize) -> Vec<Near> {
+    /// walk that never steps on `skip` (as if it were not stored), with exact distances; the
+    /// re-rank allows for `share` of the codes' error bound (see [`Graph::rerank`]).
+    fn search_without(&self, q: &Query, skip: u32, k: usize, ef: usize, share: f32) -> Vec<Near> {
         let entry = self.entry();
         let mut cur = Near {
             dist: self.approx(q, entry),
@@ -305,7 +306,7 @@ impl Graph {
             !self.deleted[s as usize] && !self.queued[s as usize]
         });
         self.return_visited(visited);
-        self.rerank(q, k, &found)
+        self.rerank(q, k, &found, share)
     }
 }
 

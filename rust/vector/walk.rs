@@ -60,28 +60,34 @@ impl Visited {
 
 impl Graph {
     /// The exact `k` nearest of slots measured on their codes (`(code distance, slot)`),
-    /// nearest first. Only slots whose error bound reaches the `k`-th best upper bound are
-    /// measured with their float vectors (see [`Graph::measure`]): the same answer as
-    /// measuring them all.
-    pub(crate) fn rerank(&self, q: &Query, k: usize, coarse: &[Near]) -> Vec<Near> {
+    /// nearest first. Only slots whose error bound, scaled by `share` (1 for the whole of it),
+    /// reaches the `k`-th best upper bound are measured with their float vectors (see
+    /// [`Graph::measure`]): at `share` 1, the same answer as measuring them all.
+    pub(crate) fn rerank(&self, q: &Query, k: usize, coarse: &[Near], share: f32) -> Vec<Near> {
         if coarse.is_empty() || k == 0 {
             return Vec::new();
         }
-        let mut uppers: Vec<f32> = coarse
-            .iter()
-            .map(|c| c.dist + self.bound(q, c.slot))
-            .collect();
+        let bound = |slot: u32| share * self.bound(q, slot);
+        let mut uppers: Vec<f32> = coarse.iter().map(|c| c.dist + bound(c.slot)).collect();
         let kth = k.min(uppers.len()) - 1;
         let cut = *uppers.select_nth_unstable_by(kth, |a, b| a.total_cmp(b)).1;
         let shortlist: Vec<Near> = coarse
             .iter()
             .map(|c| Near {
-                dist: c.dist - self.bound(q, c.slot),
+                dist: c.dist - bound(c.slot),
                 slot: c.slot,
             })
             .filter(|lower| lower.dist <= cut)
             .collect();
         self.measure(q, k, shortlist)
+    }
+
+    /// The share of a code distance's error bound that the re-rank of a walk's candidates
+    /// allows for. The error is a sum of `dim` rounding terms of independent signs, so it
+    /// stays within three standard deviations, `3 / sqrt(dim)` of the bound, all but about
+    /// once in a thousand; a walk is approximate anyway, and its scores stay exact.
+    pub(crate) fn likely_share(&self) -> f32 {
+        (3.0 / (self.params.dim as f32).sqrt()).min(1.0)
     }
 
     /// The exact `k` nearest of `shortlist` (lower bounds of their distances, every slot
@@ -257,7 +263,7 @@ impl Graph {
             !self.deleted[s as usize] && !self.queued[s as usize] && allow(s)
         });
         self.return_visited(visited);
-        self.rerank(&q, k, &found)
+        self.rerank(&q, k, &found, self.likely_share())
     }
 }
 
