@@ -22,6 +22,7 @@
 //! [`SERVED_WIDENING`] times the held-out breadth), and on them again whenever the graph's
 //! size calls for a new measure.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Mutex, MutexGuard};
@@ -180,6 +181,13 @@ impl Graph {
             .collect();
     }
 
+    /// Bytes held by the served queries kept as probes.
+    pub(crate) fn probe_bytes(&self) -> usize {
+        let state = self.lock_breadths();
+        let queries: usize = state.served.iter().map(|q| q.capacity() * 4).sum();
+        queries + state.served.capacity() * 24 + state.seen.capacity() * 8
+    }
+
     fn lock_breadths(&self) -> MutexGuard<'_, State> {
         self.breadths
             .0
@@ -199,8 +207,8 @@ impl Graph {
             return None;
         }
         // Each probe with the slot the walk must not step on (its own, if it is stored).
-        let (probes, vectors): (Vec<u32>, Vec<Vec<f32>>) = match served {
-            Some(queries) => (vec![NONE; queries.len()], queries.to_vec()),
+        let (probes, vectors): (Vec<u32>, Cow<[Vec<f32>]>) = match served {
+            Some(queries) => (vec![NONE; queries.len()], Cow::Borrowed(queries)),
             None => {
                 let step = linked.len() / count;
                 let held_out: Vec<u32> = (0..count)
@@ -214,13 +222,13 @@ impl Graph {
                     .map(|&p| self.vector(p))
                     .collect::<crate::error::Result<_>>()
                     .ok()?;
-                (held_out, vectors)
+                (held_out, Cow::Owned(vectors))
             }
         };
         let exact_truth = linked.len() * self.params.dim <= EXACT_TRUTH_MAX;
         let truths: Vec<Vec<u32>> = probes
             .iter()
-            .zip(&vectors)
+            .zip(vectors.iter())
             .map(|(&p, v)| {
                 let q = Query::new(v);
                 let found = if exact_truth {
@@ -245,7 +253,7 @@ impl Graph {
         let assured_recall = |ef: usize| {
             let recalls: Vec<f64> = probes
                 .iter()
-                .zip(&vectors)
+                .zip(vectors.iter())
                 .zip(&truths)
                 .filter(|(_, truth)| !truth.is_empty())
                 .map(|((&p, v), truth)| {

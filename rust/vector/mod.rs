@@ -285,7 +285,8 @@ impl VectorIndex {
             + g.levels.capacity()
             + g.deleted.capacity()
             + g.queued.capacity()
-            + g.pending.capacity() * 4;
+            + g.pending.capacity() * 4
+            + g.probe_bytes();
         let ids = self.ids.memory_bytes();
         let records = self.records.memory_bytes(ALLOC);
         MemoryUse {
