@@ -13,7 +13,8 @@
 //! error terms, id, metadata record, parent, tombstone and lists; then each older slot whose
 //! lists or parent changed (slot, parent, lists), the older slots deleted, the queue of
 //! slots waiting to be linked, and the default search breadths measured so far (`k`, linked
-//! slots, breadth, whether on served queries; see `breadth`). The first frame holds every slot. All little-endian.
+//! slots, breadth, whether on served queries; see `breadth`). The first frame holds every
+//! slot. All little-endian.
 //!
 //! A load copies each array once out of the file's bytes, into memory allocated at its final
 //! size. (The file is not mapped: one rewritten in place by another program would fault the
