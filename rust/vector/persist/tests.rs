@@ -388,3 +388,37 @@ fn a_file_of_the_previous_version_loads_and_is_then_saved_whole() {
     assert!(!outdated(&again));
     same_answers(&idx, &again, &data[..10]);
 }
+
+#[test]
+fn breadths_of_the_previous_version_load_as_measured_on_held_out_vectors() {
+    let (mut idx, data) = sample();
+    let path = temp("previous-breadths.hnsw");
+    full_save(&mut idx, &path, 3, "db");
+    let (measured, _) = idx.graph.measured_breadths();
+    assert!(!measured.is_empty());
+    // The same file as the previous version wrote it: each breadth without its last word.
+    let bytes = fs::read(&path).unwrap();
+    let (_, _, _, _, start) = read_header(&bytes).unwrap();
+    let mut old = bytes[..start - 8].to_vec();
+    old[8..12].copy_from_slice(&PREVIOUS_VERSION.to_le_bytes());
+    let sum = checksum(&old);
+    old.extend_from_slice(&sum.to_le_bytes());
+    let len = u64::from_le_bytes(bytes[start..start + 8].try_into().unwrap()) as usize;
+    let payload = &bytes[start + 8..start + 8 + len];
+    let mut frame = payload[..len - measured.len() * 32].to_vec();
+    for m in &measured {
+        m[..3]
+            .iter()
+            .for_each(|w| frame.extend_from_slice(&w.to_le_bytes()));
+    }
+    old.extend_from_slice(&(frame.len() as u64).to_le_bytes());
+    old.extend_from_slice(&frame);
+    old.extend_from_slice(&checksum(&frame).to_le_bytes());
+    fs::write(&path, old).unwrap();
+    let (back, generation, _) = load(&path).unwrap();
+    assert_eq!(generation, 3);
+    let held_out: Vec<_> = measured.iter().map(|m| [m[0], m[1], m[2], 0]).collect();
+    assert_eq!(back.graph.measured_breadths().0, held_out);
+    assert!(outdated(&back), "to be rewritten in the current version");
+    same_answers(&idx, &back, &data[..10]);
+}
