@@ -335,6 +335,18 @@ mod tests {
     use crate::distance::Metric;
     use crate::vector::graph::tests::{build, clustered, exact, prepared};
 
+    /// 4,000 cosine vectors of 48 dimensions around `clusters` centres (seeded), their graph,
+    /// and its default breadth as measured on held-out vectors.
+    fn measured_graph(seed: u64, clusters: usize) -> (Vec<Vec<f32>>, Graph, usize) {
+        let data: Vec<Vec<f32>> = clustered(seed, 4000, 48, clusters)
+            .iter()
+            .map(|v| prepared(Metric::Cosine, v))
+            .collect();
+        let g = build(Metric::Cosine, &data);
+        let held_out = g.default_ef(DEFAULT_K, 64, None);
+        (data, g, held_out)
+    }
+
     /// `n` queries off the data: stored vectors each moved by noise about as long as itself.
     fn off_data(data: &[Vec<f32>], seed: u64, n: usize) -> Vec<Vec<f32>> {
         let dim = data[0].len();
@@ -374,12 +386,7 @@ mod tests {
     fn the_default_breadth_is_measured_again_on_the_queries_served() {
         // seed 21 for the data (uniform: a centre per vector), 22 and 23 for two sets of
         // queries off it, which are easier to answer than held-out vectors here.
-        let data: Vec<Vec<f32>> = clustered(21, 4000, 48, 4000)
-            .iter()
-            .map(|v| prepared(Metric::Cosine, v))
-            .collect();
-        let g = build(Metric::Cosine, &data);
-        let held_out = g.default_ef(DEFAULT_K, 64, None);
+        let (data, g, held_out) = measured_graph(21, 4000);
         let served = off_data(&data, 22, PROBES);
         // Until as many distinct queries as there are probes are kept, the measure stands;
         // a repeated query is kept once.
@@ -417,12 +424,7 @@ mod tests {
     #[test]
     fn queries_far_off_the_data_widen_the_breadth_only_so_far() {
         // seed 25 for the data (40 clusters), 26 for queries in uniformly random directions.
-        let data: Vec<Vec<f32>> = clustered(25, 4000, 48, 40)
-            .iter()
-            .map(|v| prepared(Metric::Cosine, v))
-            .collect();
-        let g = build(Metric::Cosine, &data);
-        let held_out = g.default_ef(DEFAULT_K, 64, None);
+        let (data, g, held_out) = measured_graph(25, 40);
         let random: Vec<Vec<f32>> = clustered(26, PROBES, 48, PROBES)
             .iter()
             .map(|v| {

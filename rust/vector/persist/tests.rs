@@ -345,19 +345,31 @@ fn a_saved_index_carries_its_measured_breadths() {
     assert!(kept.iter().any(|m| m[0] == 7) && kept.iter().any(|m| m[0] == 10));
 }
 
-/// `bytes` of a current file holding one frame without breadths, as the previous version
-/// wrote it: only the header's version differs (its breadths lack a word the frame has none of).
-fn as_previous_version(bytes: &[u8]) -> Vec<u8> {
+/// `bytes` of a current file holding one frame with `breadths` breadths, as the previous
+/// version wrote it: its version in the header, each breadth without its last word.
+fn as_previous_version(bytes: &[u8], breadths: usize) -> Vec<u8> {
     let (_, _, _, _, start) = read_header(bytes).unwrap();
-    let mut header = bytes[..start - 8].to_vec();
-    header[8..12].copy_from_slice(&PREVIOUS_VERSION.to_le_bytes());
-    let sum = checksum(&header);
-    header.extend_from_slice(&sum.to_le_bytes());
+    let mut old = bytes[..start - 8].to_vec();
+    old[8..12].copy_from_slice(&PREVIOUS_VERSION.to_le_bytes());
+    let sum = checksum(&old);
+    old.extend_from_slice(&sum.to_le_bytes());
     let len = u64::from_le_bytes(bytes[start..start + 8].try_into().unwrap()) as usize;
     let payload = &bytes[start + 8..start + 8 + len];
-    assert_eq!(&payload[len - 8..], &[0; 8], "no breadths in the frame");
-    header.extend_from_slice(&bytes[start..]);
-    header
+    let entries = len - breadths * 32;
+    let count = &payload[entries - 8..entries];
+    assert_eq!(
+        count,
+        (breadths as u64).to_le_bytes(),
+        "the frame's breadths"
+    );
+    let mut frame = payload[..entries].to_vec();
+    for entry in payload[entries..].chunks(32) {
+        frame.extend_from_slice(&entry[..24]);
+    }
+    old.extend_from_slice(&(frame.len() as u64).to_le_bytes());
+    old.extend_from_slice(&frame);
+    old.extend_from_slice(&checksum(&frame).to_le_bytes());
+    old
 }
 
 #[test]
@@ -375,7 +387,7 @@ fn a_file_of_the_previous_version_loads_and_is_then_saved_whole() {
     idx.link_pending(150);
     let path = temp("previous.hnsw");
     full_save(&mut idx, &path, 4, "db");
-    fs::write(&path, as_previous_version(&fs::read(&path).unwrap())).unwrap();
+    fs::write(&path, as_previous_version(&fs::read(&path).unwrap(), 0)).unwrap();
     let (mut back, generation, _) = load(&path).unwrap();
     assert_eq!(generation, 4);
     same_answers(&idx, &back, &data[..10]);
@@ -396,25 +408,8 @@ fn breadths_of_the_previous_version_load_as_measured_on_held_out_vectors() {
     full_save(&mut idx, &path, 3, "db");
     let (measured, _) = idx.graph.measured_breadths();
     assert!(!measured.is_empty());
-    // The same file as the previous version wrote it: each breadth without its last word.
-    let bytes = fs::read(&path).unwrap();
-    let (_, _, _, _, start) = read_header(&bytes).unwrap();
-    let mut old = bytes[..start - 8].to_vec();
-    old[8..12].copy_from_slice(&PREVIOUS_VERSION.to_le_bytes());
-    let sum = checksum(&old);
-    old.extend_from_slice(&sum.to_le_bytes());
-    let len = u64::from_le_bytes(bytes[start..start + 8].try_into().unwrap()) as usize;
-    let payload = &bytes[start + 8..start + 8 + len];
-    let mut frame = payload[..len - measured.len() * 32].to_vec();
-    for m in &measured {
-        m[..3]
-            .iter()
-            .for_each(|w| frame.extend_from_slice(&w.to_le_bytes()));
-    }
-    old.extend_from_slice(&(frame.len() as u64).to_le_bytes());
-    old.extend_from_slice(&frame);
-    old.extend_from_slice(&checksum(&frame).to_le_bytes());
-    fs::write(&path, old).unwrap();
+    let previous = as_previous_version(&fs::read(&path).unwrap(), measured.len());
+    fs::write(&path, previous).unwrap();
     let (back, generation, _) = load(&path).unwrap();
     assert_eq!(generation, 3);
     let held_out: Vec<_> = measured.iter().map(|m| [m[0], m[1], m[2], 0]).collect();
