@@ -253,8 +253,13 @@ impl Graph {
     }
 
     /// Links one slot at once, writing each list under its slot's lock (one at a time).
+    /// Levels are written bottom up, each slot's own list before the back links: a slot
+    /// another thread's walk can reach at some level already has its lists there and below
+    /// (top down, a walk descending onto it found an empty level 0 and linked to it alone).
     fn link_now(&self, slot: u32) {
-        self.neighbourhoods(slot, |level, chosen| {
+        let mut levels = Vec::new();
+        self.neighbourhoods(slot, |level, chosen| levels.push((level, chosen)));
+        for (level, chosen) in levels.into_iter().rev() {
             {
                 let _own = self.links.lock(slot);
                 self.links.set(slot, level, &chosen);
@@ -266,7 +271,7 @@ impl Graph {
                     self.links.set(n, level, &list);
                 }
             }
-        });
+        }
         self.attach(slot);
         let level = self.levels[slot as usize];
         if level > self.levels[self.entry() as usize] {

@@ -183,3 +183,30 @@ fn linking_stopped_between_batches_and_resumed_builds_as_good_a_graph() {
         "resumed {resumed}, in one go {baseline}"
     );
 }
+
+#[test]
+fn slots_linked_side_by_side_keep_their_neighbours_and_find_themselves() {
+    // seed 53: points spread evenly, no two near each other. A slot's walk that reached a
+    // neighbour linked beside it before that neighbour had its level-0 list came back with
+    // that neighbour alone, and the slot was then reachable through that one list only.
+    let data = clustered(53, 20_000, 16, 20_000);
+    for _ in 0..2 {
+        let mut g = queued_graph(Metric::Cosine, &data, 16);
+        link_in_parallel(&mut g, 4, 8192);
+        let thinnest = (0..g.slots() as u32)
+            .map(|s| g.links.list(s, 0).count())
+            .min();
+        assert!(thinnest >= Some(8), "a level-0 list of {thinnest:?}");
+        let lost: Vec<usize> = (0..data.len())
+            .filter(|&i| {
+                let mut q = data[i].clone();
+                g.params().metric.prepare(&mut q);
+                g.search(&q, 1, 64, |_| true)[0].slot != i as u32
+            })
+            .collect();
+        assert!(
+            lost.is_empty(),
+            "not found from their own vectors: {lost:?}"
+        );
+    }
+}
