@@ -252,6 +252,36 @@ fn a_small_list_and_a_wide_range_check_the_lists_records_against_the_range() {
 }
 
 #[test]
+fn a_range_written_under_its_key_is_planned_as_the_same_bounds_written_apart() {
+    let (idx, _) = index(20000);
+    let range = |lo, hi| {
+        map(vec![(
+            "n",
+            map(vec![("$gte", Input::Int(lo)), ("$lt", Input::Int(hi))]),
+        )])
+    };
+    let apart = |lo, hi| {
+        map(vec![(
+            "$and",
+            Input::List(vec![
+                map(vec![("bucket", Input::Int(7))]),
+                map(vec![("n", map(vec![("$gte", Input::Int(lo))]))]),
+                map(vec![("n", map(vec![("$lt", Input::Int(hi))]))]),
+            ]),
+        )])
+    };
+    for (lo, hi) in [(0, 10000), (3000, 3500)] {
+        let under_key = filter(map(vec![(
+            "$and",
+            Input::List(vec![map(vec![("bucket", Input::Int(7))]), range(lo, hi)]),
+        )]));
+        let got = idx.postings.candidates(&under_key).unwrap();
+        let want = idx.postings.candidates(&filter(apart(lo, hi))).unwrap();
+        assert_eq!((got.slots, got.exact), (want.slots, want.exact));
+    }
+}
+
+#[test]
 fn small_index_is_scanned() {
     let (idx, _) = index(1000);
     assert_eq!(plan_for(&idx, 10, None, None).0, Plan::ExactAll);
