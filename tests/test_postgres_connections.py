@@ -1,0 +1,143 @@
+"""PostgresStorage's connections: the idle ones it keeps out of its pool between statements.
+
+Lone statements reuse a kept connection instead of a pool checkout; these tests hold the
+rules that make that safe: a transaction or ``connection()`` finds the kept connections
+(one connection in all serves every kind of call), more threads than connections all get
+one, a connection left in a transaction or broken goes back to the pool, and ``close()``
+closes every connection kept.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from psycopg_pool import PoolClosed
+
+from threadrecall import Memory
+from threadrecall.storage import PostgresStorage
+
+
+def _turn(thread_id: str, n: int) -> list[dict]:
+    return [{"id": f"{thread_id}-{n}-{k}", "thread_id": thread_id, "resource_id": "u", "role": role,
+             "content": f"turn {n} {role}"} for k, role in enumerate(("user", "assistant"))]
+
+
+def _count(dsn: str, schema: str, thread_id: str) -> int:
+    """The thread's messages as another connection sees them (committed ones only)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(psycopg.sql.SQL("SELECT count(*) FROM {}.messages WHERE thread_id = %s")
+                            .format(psycopg.sql.Identifier(schema)), [thread_id]).fetchone()[0]
+
+
+def _backend(storage: PostgresStorage) -> int:
+    with storage.connection() as conn:
+        return conn.info.backend_pid
+
+
+def _sessions(dsn: str, name: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                            [name]).fetchone()[0]
+
+
+def test_one_connection_serves_lone_statements_transactions_and_connection(pg_dsn, pg_schema):
+    storage = PostgresStorage(pg_dsn, schema=pg_schema, max_connections=1)
+    memory = Memory(storage=storage)
+    try:
+        memory.save_messages(_turn("t1", 0))
+        backend = _backend(storage)
+        with memory.transaction():
+            memory.save_messages(_turn("t1", 1))
+            assert len(memory.recall("t1", per_page=False).messages) == 4
+        with storage.connection() as conn:
+            assert conn.info.backend_pid == backend
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert [m.id for m in memory.recall("t1", per_page=2).messages] == ["t1-1-0", "t1-1-1"]
+        assert _backend(storage) == backend  # the one connection, kept between the calls
+        assert _count(pg_dsn, pg_schema, "t1") == 4
+    finally:
+        storage.close()
+
+
+def test_more_threads_than_connections_each_get_one(pg_dsn, pg_schema):
+    storage = PostgresStorage(pg_dsn, schema=pg_schema, max_connections=2)
+    memory = Memory(storage=storage)
+
+    def work(t: int) -> int:
+        for n in range(40):
+            if n % 4 == 3:
+                with memory.transaction():
+                    memory.save_messages(_turn(f"t{t}", n))
+            else:
+                memory.save_messages(_turn(f"t{t}", n))
+            assert memory.recall(f"t{t}", per_page=2).messages[-1].id == f"t{t}-{n}-1"
+        return memory.recall(f"t{t}", per_page=False).total
+
+    try:
+        start = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            totals = list(pool.map(work, range(8)))
+        assert totals == [80] * 8
+        # A caller left waiting for the pool while the connections sat kept would wait for
+        # the pool's timeout (30 s) and fail.
+        assert time.monotonic() - start < 25
+    finally:
+        storage.close()
+
+
+def test_a_connection_left_in_a_transaction_is_not_kept(pg_dsn, pg_schema):
+    storage = PostgresStorage(pg_dsn, schema=pg_schema, max_connections=1)
+    memory = Memory(storage=storage)
+    try:
+        with storage.connection() as conn:
+            conn.execute("BEGIN")
+            conn.execute("SELECT 1")
+        memory.save_messages(_turn("t1", 0))
+        assert _count(pg_dsn, pg_schema, "t1") == 2  # committed, not inside that transaction
+    finally:
+        storage.close()
+
+
+def test_a_terminated_connection_is_replaced(pg_dsn, pg_schema):
+    storage = PostgresStorage(pg_dsn, schema=pg_schema, max_connections=1)
+    memory = Memory(storage=storage)
+    try:
+        memory.save_messages(_turn("t1", 0))
+        backend = _backend(storage)
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            assert admin.execute("SELECT pg_terminate_backend(%s)", [backend]).fetchone() == (True,)
+            for _ in range(100):
+                gone = admin.execute("SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)",
+                                     [backend]).fetchone()[0]
+                if gone:
+                    break
+                time.sleep(0.05)
+        # The call on the dead connection fails, as on a pooled one; the pool replaces it.
+        with pytest.raises(psycopg.OperationalError):
+            memory.recall("t1")
+        assert [m.id for m in memory.recall("t1").messages] == ["t1-0-0", "t1-0-1"]
+        assert _backend(storage) != backend
+    finally:
+        storage.close()
+
+
+def test_close_closes_every_kept_connection(pg_dsn, pg_schema):
+    name = f"close-{pg_schema}"
+    storage = PostgresStorage(make_conninfo(pg_dsn, application_name=name), schema=pg_schema,
+                              max_connections=4)
+    memory = Memory(storage=storage)
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda t: [memory.recall(f"t{t}") for _ in range(50)], range(4)))
+    assert _sessions(pg_dsn, name) >= 1
+    storage.close()
+    for _ in range(100):
+        if _sessions(pg_dsn, name) == 0:
+            break
+        time.sleep(0.05)
+    assert _sessions(pg_dsn, name) == 0
+    with pytest.raises(PoolClosed):
+        memory.recall("t1")
