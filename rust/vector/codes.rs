@@ -2,13 +2,15 @@
 //! error: graph walks measure codes (a quarter of the bytes of the float vectors), and the
 //! bounds tell a re-rank which float vectors can still matter.
 
+use std::borrow::Cow;
+
 use crate::distance::Metric;
 
 /// A query with what the code distances need of it: its norm, and itself quantised to 16
 /// bits (`v ≈ step * quantised`), so a code distance is an integer dot product; `error`,
 /// `|v - step * quantised|`, bounds what that quantisation moves it.
 pub(crate) struct Query<'a> {
-    pub(crate) v: &'a [f32],
+    pub(crate) v: Cow<'a, [f32]>,
     pub(crate) norm: f32,
     quantised: Vec<i16>,
     step: f32,
@@ -17,6 +19,15 @@ pub(crate) struct Query<'a> {
 
 impl<'a> Query<'a> {
     pub(crate) fn new(v: &'a [f32]) -> Query<'a> {
+        Query::of(Cow::Borrowed(v))
+    }
+
+    /// A query that holds its vector (a decoded code, say).
+    pub(crate) fn owned(v: Vec<f32>) -> Query<'static> {
+        Query::of(Cow::Owned(v))
+    }
+
+    fn of(v: Cow<'a, [f32]>) -> Query<'a> {
         let top = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
         // The integer sum must fit an i32: |sum| <= 127 * dim * limit.
         let limit = (i32::MAX as usize / (127 * v.len().max(1))).clamp(1, i16::MAX as usize);
@@ -39,8 +50,8 @@ impl<'a> Query<'a> {
             .map(|(&x, &c)| (x as f64 - step as f64 * c as f64).powi(2))
             .sum();
         Query {
+            norm: crate::distance::dot(&v, &v).sqrt(),
             v,
-            norm: crate::distance::dot(v, v).sqrt(),
             quantised,
             step,
             error: error.sqrt() as f32,

@@ -446,15 +446,18 @@ impl Graph {
     /// A duplicate of a kept neighbour is never kept: it adds no direction.
     fn select_neighbours(&self, sorted: &[Near], max: usize) -> Vec<u32> {
         let mut kept: Vec<u32> = Vec::with_capacity(max);
+        // Each candidate is measured from the kept slots: one query per slot kept, not one
+        // per candidate looked at.
+        let mut queries: Vec<Query> = Vec::with_capacity(max);
         for c in sorted {
             if kept.len() >= max {
                 break;
             }
-            let own = self.decoded(c.slot);
-            let cv = Query::new(&own);
-            let diverse = kept.iter().all(|&k| self.approx(&cv, k) > c.dist);
-            if diverse {
+            if queries.iter().all(|k| self.approx(k, c.slot) > c.dist) {
                 kept.push(c.slot);
+                if kept.len() < max {
+                    queries.push(Query::owned(self.decoded(c.slot)));
+                }
             }
         }
         kept
