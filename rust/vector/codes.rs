@@ -2,15 +2,14 @@
 //! error: graph walks measure codes (a quarter of the bytes of the float vectors), and the
 //! bounds tell a re-rank which float vectors can still matter.
 
-use std::borrow::Cow;
-
 use crate::distance::Metric;
 
 /// A query with what the code distances need of it: its norm, and itself quantised to 16
 /// bits (`v ≈ step * quantised`), so a code distance is an integer dot product; `error`,
 /// `|v - step * quantised|`, bounds what that quantisation moves it.
 pub(crate) struct Query<'a> {
-    pub(crate) v: Cow<'a, [f32]>,
+    /// The float vector, for exact distances; empty for a query made of codes.
+    pub(crate) v: &'a [f32],
     pub(crate) norm: f32,
     quantised: Vec<i16>,
     step: f32,
@@ -19,15 +18,6 @@ pub(crate) struct Query<'a> {
 
 impl<'a> Query<'a> {
     pub(crate) fn new(v: &'a [f32]) -> Query<'a> {
-        Query::of(Cow::Borrowed(v))
-    }
-
-    /// A query that holds its vector (a decoded code, say).
-    pub(crate) fn owned(v: Vec<f32>) -> Query<'static> {
-        Query::of(Cow::Owned(v))
-    }
-
-    fn of(v: Cow<'a, [f32]>) -> Query<'a> {
         let top = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
         // The integer sum must fit an i32: |sum| <= 127 * dim * limit.
         let limit = (i32::MAX as usize / (127 * v.len().max(1))).clamp(1, i16::MAX as usize);
@@ -50,7 +40,7 @@ impl<'a> Query<'a> {
             .map(|(&x, &c)| (x as f64 - step as f64 * c as f64).powi(2))
             .sum();
         Query {
-            norm: crate::distance::dot(&v, &v).sqrt(),
+            norm: crate::distance::dot(v, v).sqrt(),
             v,
             quantised,
             step,
@@ -162,6 +152,20 @@ impl Codes {
         match metric {
             Metric::Euclidean => q.norm * q.norm + self.norms[slot] - 2.0 * d,
             Metric::Cosine | Metric::DotProduct => -d,
+        }
+    }
+
+    /// The vector `slot`'s codes stand for, `v̂ = scale * codes`, as a query: its codes
+    /// widened to 16 bits at its own scale represent it exactly, so nothing is rounded again
+    /// (`error` 0). It holds no float vector: it measures codes only (linking does), never
+    /// floats (a re-rank does).
+    pub(crate) fn query(&self, slot: usize, dim: usize) -> Query<'static> {
+        Query {
+            v: &[],
+            norm: self.norms[slot].sqrt(),
+            quantised: self.of(slot, dim).iter().map(|&c| c as i16).collect(),
+            step: self.scales[slot],
+            error: 0.0,
         }
     }
 

@@ -174,6 +174,11 @@ impl Graph {
             .with_row(slot, || self.decoded(slot), |v| metric.distance(q, v))
     }
 
+    /// A slot's codes as a query of code distances (see [`Codes::query`]).
+    pub(crate) fn code_query(&self, slot: u32) -> Query<'static> {
+        self.codes.query(slot as usize, self.params.dim)
+    }
+
     /// The distance to a slot's codes: close to [`Graph::dist`], at a quarter of the reads.
     #[inline]
     pub(crate) fn approx(&self, q: &Query, slot: u32) -> f32 {
@@ -403,6 +408,31 @@ pub(crate) mod tests {
         let mut q = v.to_vec();
         metric.prepare(&mut q);
         q
+    }
+
+    #[test]
+    fn a_slot_s_code_query_measures_codes_as_its_decoded_vector_does() {
+        for metric in [Metric::Cosine, Metric::Euclidean, Metric::DotProduct] {
+            let data = clustered(21, 60, 384, 5);
+            let mut g = Graph::new(Params::new(384, metric, 8, 40, 3).unwrap());
+            for v in &data {
+                g.push(&prepared(metric, v));
+            }
+            for a in (0..60).step_by(7) {
+                let decoded = g.decoded(a);
+                let (by_code, by_floats) = (g.code_query(a), Query::new(&decoded));
+                assert!(by_code.v.is_empty());
+                // Both sum terms of the size of the squared norms: rounding grows with them.
+                let size = 1.0 + 2.0 * by_floats.norm * by_floats.norm;
+                for b in 0..60 {
+                    let (x, y) = (g.approx(&by_code, b), g.approx(&by_floats, b));
+                    assert!(
+                        (x - y).abs() <= 1e-5 * size,
+                        "{metric:?} {a}-{b}: {x} vs {y}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

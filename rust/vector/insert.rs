@@ -143,8 +143,7 @@ impl Graph {
     fn neighbourhoods(&self, slot: u32, mut chosen: impl FnMut(usize, Vec<u32>)) {
         let entry = self.entry();
         let level = self.levels[slot as usize] as usize;
-        let own = self.decoded(slot);
-        let query = Query::new(&own);
+        let query = self.code_query(slot);
         let top = self.levels[entry as usize] as usize;
         let mut ep = self.greedy_descent(&query, entry, top, level);
         let mut visited = self.checkout_visited();
@@ -394,8 +393,7 @@ impl Graph {
         if next.len() <= cap {
             return Some(next);
         }
-        let own = self.decoded(from);
-        let base = Query::new(&own);
+        let base = self.code_query(from);
         let pool: Vec<Near> = next
             .iter()
             .map(|&s| Near {
@@ -456,7 +454,7 @@ impl Graph {
             if queries.iter().all(|k| self.approx(k, c.slot) > c.dist) {
                 kept.push(c.slot);
                 if kept.len() < max {
-                    queries.push(Query::owned(self.decoded(c.slot)));
+                    queries.push(self.code_query(c.slot));
                 }
             }
         }
