@@ -25,9 +25,8 @@ use crate::vector::VectorIndex;
 /// index back to the save before it). Returns the index and the generation and origin of the
 /// last complete save.
 pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
-    // Read, not mapped: a file rewritten in place by another program would fault a mapping.
-    let file_bytes = fs::read(path).map_err(|e| io_error("read", path, e))?;
-    let bytes: &[u8] = &file_bytes;
+    let file = Mapped::open(path).map_err(|e| io_error("read", path, e))?;
+    let bytes = file.bytes();
     let (params, version, origin, vectors, start) = read_header(bytes)?;
     let mut state = Loaded::new(params, version);
     let mut at = start;
@@ -38,7 +37,7 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
     }
     let (generation, last_first) = last.ok_or_else(|| corrupt("no complete save"))?;
     let slots = state.levels.len();
-    drop(file_bytes);
+    drop(file);
     let codes = std::mem::take(&mut state.codes);
     let backing = Backing::open(&vectors_path(path), params.dim, vectors, &origin, slots)?;
     let originals = Originals::over(params.dim, backing, std::mem::take(&mut state.sums));
@@ -314,4 +313,68 @@ fn check_rows(originals: &Originals, last_first: usize) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// An index file mapped read-only for the length of a load: its pages are the page cache's,
+/// so a load copies each array once, straight into its final place (reading the file would
+/// first zero and fault in a buffer as large as the file, and copy it twice). The mapping
+/// ends with the load: the store only appends to its files or replaces them by renaming,
+/// neither of which disturbs a mapping, so only another program cutting the file short
+/// during those moments could fault it.
+struct Mapped {
+    at: *mut libc::c_void,
+    len: usize,
+}
+
+impl Mapped {
+    fn open(path: &Path) -> std::io::Result<Mapped> {
+        use std::os::fd::AsRawFd;
+        let file = fs::File::open(path)?;
+        let len = usize::try_from(file.metadata()?.len())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::FileTooLarge))?;
+        if len == 0 {
+            return Ok(Mapped {
+                at: std::ptr::null_mut(),
+                len,
+            });
+        }
+        // Populated at once where the system can: one pass maps every page instead of a
+        // fault per few pages.
+        #[cfg(target_os = "linux")]
+        let flags = libc::MAP_PRIVATE | libc::MAP_POPULATE;
+        #[cfg(not(target_os = "linux"))]
+        let flags = libc::MAP_PRIVATE;
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                flags,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Mapped { at, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // The mapping is `len` readable bytes until `drop`, and nothing writes to it.
+        unsafe { std::slice::from_raw_parts(self.at as *const u8, self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            unsafe {
+                libc::munmap(self.at, self.len);
+            }
+        }
+    }
 }

@@ -16,9 +16,9 @@
 //! slots, breadth, whether on served queries; see `breadth`). The first frame holds every
 //! slot. All little-endian.
 //!
-//! A load copies each array once out of the file's bytes, into memory allocated at its final
-//! size. (The file is not mapped: one rewritten in place by another program would fault the
-//! process.)
+//! A load copies each array once out of the file's bytes (mapped for the load only), into
+//! memory allocated at its final size. (Searches never read the mapping: a file rewritten in
+//! place by another program would fault the process.)
 //!
 //! A save first writes the vectors of its new slots and syncs them, then appends its frame
 //! and syncs it: a crash before the end of the frame leaves a frame that fails its checksum,
