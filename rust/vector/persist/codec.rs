@@ -195,7 +195,7 @@ impl<'a> Reader<'a> {
         Ok(())
     }
     pub(crate) fn words<T: Word>(&mut self, n: usize) -> Result<Vec<T>> {
-        let mut out = Vec::with_capacity(n);
+        let mut out = Vec::new(); // reserved once the bytes are there: `n` may be damaged
         self.words_into(n, &mut out)?;
         Ok(out)
     }

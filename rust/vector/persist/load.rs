@@ -28,14 +28,26 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
     let file = Mapped::open(path).map_err(|e| io_error("read", path, e))?;
     let bytes = file.bytes();
     let (params, version, origin, vectors, start) = read_header(bytes)?;
-    let mut state = Loaded::new(params, version);
-    let mut at = start;
-    let mut last = None;
-    while let Some((payload, end)) = next_frame(bytes, at) {
-        last = Some(state.apply(payload)?);
-        at = end;
-    }
-    let (generation, last_first) = last.ok_or_else(|| corrupt("no complete save"))?;
+    let frames = frames(bytes, start);
+    // The frames' checksums are summed on another thread while the frames are decoded. One
+    // that fails its checksum ends the index at the frame before it: then (rarely: after a
+    // save cut short) the frames before it are decoded again, by themselves.
+    let (intact, decoded) = std::thread::scope(|scope| {
+        let intact = scope.spawn(|| {
+            frames
+                .iter()
+                .take_while(|f| checksum(f.payload) == f.sum)
+                .count()
+        });
+        let decoded = decode(params, version, &frames);
+        (intact.join().unwrap_or(0), decoded)
+    });
+    let (mut state, (generation, last_first)) = if intact == frames.len() {
+        decoded?
+    } else {
+        decode(params, version, &frames[..intact])?
+    };
+    let at = frames[..intact].last().map_or(start, |f| f.end);
     let slots = state.levels.len();
     drop(file);
     let codes = std::mem::take(&mut state.codes);
@@ -116,14 +128,42 @@ pub(super) fn read_header(bytes: &[u8]) -> Result<(Params, u32, Box<str>, u128, 
     Ok((params, version, origin, vectors, r.at()))
 }
 
-/// The payload of the frame at `at` and where the next begins; `None` at the end of the
-/// file, or where a frame is incomplete or damaged.
-fn next_frame(bytes: &[u8], at: usize) -> Option<(&[u8], usize)> {
-    let mut r = Reader::new(bytes, at);
-    let len = r.count().ok()?;
-    let payload = r.take(len).ok()?;
-    let sum = r.u64().ok()?;
-    (sum == checksum(payload)).then_some((payload, r.at()))
+/// A frame of an index file: its payload, the checksum saved with it, and where the next
+/// frame begins.
+struct Frame<'a> {
+    payload: &'a [u8],
+    sum: u64,
+    end: usize,
+}
+
+/// The frames from `at` on, up to the end of the file or the first frame it cuts short.
+fn frames(bytes: &[u8], mut at: usize) -> Vec<Frame<'_>> {
+    let mut frames = Vec::new();
+    loop {
+        let mut r = Reader::new(bytes, at);
+        let Ok(len) = r.count() else { break };
+        let (Ok(payload), Ok(sum)) = (r.take(len), r.u64()) else {
+            break;
+        };
+        at = r.at();
+        frames.push(Frame {
+            payload,
+            sum,
+            end: at,
+        });
+    }
+    frames
+}
+
+/// The arrays `frames` rebuild, with the generation and first new slot of the last one
+/// (none: no complete save).
+fn decode(params: Params, version: u32, frames: &[Frame]) -> Result<(Loaded, (u64, usize))> {
+    let mut state = Loaded::new(params, version);
+    let mut last = None;
+    for frame in frames {
+        last = Some(state.apply(frame.payload)?);
+    }
+    Ok((state, last.ok_or_else(|| corrupt("no complete save"))?))
 }
 
 /// The arrays of an index as its frames rebuild them.
@@ -168,22 +208,12 @@ impl Loaded {
 
     /// Room for the `slots` of the first frame (most of an index, usually): the large arrays
     /// are allocated once, on huge pages where the system offers them, before they are filled.
-    fn reserve(&mut self, slots: usize, payload_len: usize) -> Result<()> {
-        let dim = self.params.dim;
-        let width = 2 * self.params.m + 1;
-        // Every slot takes at least its codes and level-0 block: no count past what the
-        // payload can hold is believed.
-        if slots
-            .checked_mul(dim + 4 * width)
-            .is_none_or(|bytes| bytes > payload_len)
-        {
-            return Err(corrupt("bad count"));
-        }
+    fn reserve(&mut self, slots: usize) {
+        let (dim, width) = (self.params.dim, 2 * self.params.m + 1);
         self.codes.reserve(slots, dim, true);
         self.level0.reserve_exact(slots * width);
         advise_huge_pages(&self.codes.codes);
         advise_huge_pages(&self.level0);
-        Ok(())
     }
 
     /// Applies one frame; returns its generation and its first new slot.
@@ -199,8 +229,16 @@ impl Loaded {
             return Err(corrupt("frames out of order"));
         }
         let new = slots - first;
+        // Every new slot takes at least its codes and level-0 block: no count past what the
+        // payload can hold is believed (nor reserved for).
+        if new
+            .checked_mul(dim + 4 * width)
+            .is_none_or(|bytes| bytes > payload.len())
+        {
+            return Err(corrupt("bad count"));
+        }
         if first == 0 {
-            self.reserve(slots, payload.len())?;
+            self.reserve(slots);
         }
         let levels = r.take(new)?;
         if levels

@@ -186,6 +186,17 @@ fn an_incomplete_last_frame_takes_the_index_back_to_the_save_before() {
         assert!(!back.contains("late-0"));
         same_answers(&before, &back, &data[..3]);
     }
+    // A last frame damaged inside (its decoding runs beside its checksum), in a count or
+    // elsewhere, counts for nothing either.
+    for at in [20, 43, (full.len() - first.len()) / 2] {
+        let mut damaged = full.clone();
+        damaged[first.len() + at] ^= 0xff;
+        fs::write(&path, &damaged).unwrap();
+        let (back, generation, _) = load(&path).unwrap();
+        assert_eq!(generation, 1, "damaged at {at}");
+        assert!(!back.contains("late-0"));
+        same_answers(&before, &back, &data[..3]);
+    }
     // The next save of the reloaded index starts the files over.
     fs::write(&path, &full[..full.len() - 1]).unwrap();
     let (mut back, _, _) = load(&path).unwrap();
