@@ -67,6 +67,13 @@ class _Transaction:
             self.refs.append(ref)
 
 
+class _ThreadState(threading.local):
+    """Per Python thread: its open transaction (``None`` as a class default, so a thread that
+    never opened one reads it without a failed attribute lookup)."""
+
+    tx: _Transaction | None = None
+
+
 class PostgresStorage:
     """Threads, messages and resources in one PostgreSQL schema.
 
@@ -116,7 +123,7 @@ class PostgresStorage:
         self._waiting = 0
         self._waiting_lock = threading.Lock()
         self._apools = LoopPools(conninfo, kwargs, max_connections, name, given_async)
-        self._local = threading.local()
+        self._local = _ThreadState()
         # One cursor per pooled connection for lone statements (a connection serves one
         # thread at a time), which saves making one per call.
         self._cursors: weakref.WeakKeyDictionary[psycopg.Connection, psycopg.Cursor] = (
@@ -321,7 +328,7 @@ class PostgresStorage:
         """The open transaction of this thread (of this task, inside ``run_async``)."""
         if loop_bridge.awaiting():
             return loop_bridge.state().get(self)
-        return getattr(self._local, "tx", None)
+        return self._local.tx
 
     def _set_open(self, tx: _Transaction | None) -> None:
         if loop_bridge.awaiting():
@@ -586,14 +593,21 @@ class PostgresStorage:
             "thread": thread_id, "resource": resource_id, "start": start, "end": end,
             "filter": filter_value(metadata) if metadata else None, "after": after_id,
             "before": before_id, "offset": offset, "limit": limit}, binary=True)
-        # The counts' row has no message id (``q.page``); the page's rows are ``ColumnRow``s.
-        rows = [r for r in found if r[0] is not None]
-        _, _, owner, total, cursors = next(r for r in found if r[0] is None)[:5]
+        # The counts' row has no message id (``q.page``) and comes first, as PostgreSQL runs
+        # the branches of a UNION ALL in order; the page's rows are ``ColumnRow``s.
+        counts = found[0]
+        if counts[0] is None:
+            rows = found[1:]
+        else:
+            counts = next(r for r in found if r[0] is None)
+            rows = [r for r in found if r[0] is not None]
+        _, _, owner, total, cursors = counts[:5]
         if check_owner is not None:
             check_owner(owner)
-        for bit, cursor in ((1, after_id), (2, before_id)):
-            if not cursors & bit:
-                raise InvalidArgumentError(f"no message with id {cursor} in thread {thread_id}")
+        if cursors != 3:
+            for bit, cursor in ((1, after_id), (2, before_id)):
+                if not cursors & bit:
+                    raise InvalidArgumentError(f"no message with id {cursor} in thread {thread_id}")
         if forward == descending:
             rows.reverse()
         return rows, total  # type: ignore[return-value]
