@@ -4,7 +4,9 @@ Lone statements reuse a kept connection instead of a pool checkout; these tests 
 rules that make that safe: a transaction or ``connection()`` finds the kept connections
 (one connection in all serves every kind of call), more threads than connections all get
 one, a connection left in a transaction or broken goes back to the pool, and ``close()``
-closes every connection kept.
+closes every connection kept. Recall's page reads run as statements prepared by name on
+those connections: one deallocated meanwhile is prepared again, storage objects sharing a
+pool read their own schemas, and a failed read raises psycopg's exception for it.
 """
 
 from __future__ import annotations
@@ -168,7 +170,8 @@ def test_storages_sharing_a_pool_read_their_own_schemas(pg_dsn, pg_schema):
     other = f"{pg_schema}_b"
     pool = ConnectionPool(pg_dsn, min_size=1, max_size=1, kwargs={"autocommit": True}, open=True)
     try:
-        first, second = (Memory(storage=PostgresStorage(pool, schema=s)) for s in (pg_schema, other))
+        first = Memory(storage=PostgresStorage(pool, schema=pg_schema))
+        second = Memory(storage=PostgresStorage(pool, schema=other))
         twin = Memory(storage=PostgresStorage(pool, schema=pg_schema))  # the same statements' texts
         first.save_messages(_turn("t1", 0))
         second.save_messages([{**m, "content": "other"} for m in _turn("t1", 5)])
@@ -179,12 +182,13 @@ def test_storages_sharing_a_pool_read_their_own_schemas(pg_dsn, pg_schema):
     finally:
         pool.close()
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(psycopg.sql.Identifier(other)))
+            conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE")
+                         .format(psycopg.sql.Identifier(other)))
 
 
-def test_a_failed_page_read_raises_as_psycopg_raises_and_the_connection_serves_on(pg_dsn, pg_schema):
-    storage = PostgresStorage(make_conninfo(pg_dsn, options="-c lock_timeout=200ms"), schema=pg_schema,
-                              max_connections=1)
+def test_a_failed_page_read_raises_as_psycopg_does_and_the_connection_serves_on(pg_dsn, pg_schema):
+    dsn = make_conninfo(pg_dsn, options="-c lock_timeout=200ms")
+    storage = PostgresStorage(dsn, schema=pg_schema, max_connections=1)
     memory = Memory(storage=storage)
     try:
         memory.save_messages(_turn("t1", 0))

@@ -144,7 +144,8 @@ class PostgresStorage:
         # thread at a time), which saves making one per call.
         self._cursors: weakref.WeakKeyDictionary[psycopg.Connection, psycopg.Cursor] = (
             weakref.WeakKeyDictionary())
-        self._named: weakref.WeakKeyDictionary[psycopg.Connection, _Named] = weakref.WeakKeyDictionary()
+        self._named: weakref.WeakKeyDictionary[psycopg.Connection, _Named] = (
+            weakref.WeakKeyDictionary())
         self._replica: Replica | None = None
         self._replica_lock = threading.Lock()
         self._feed_lock = threading.Lock()
