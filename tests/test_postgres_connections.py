@@ -203,3 +203,19 @@ def test_a_failed_page_read_raises_as_psycopg_does_and_the_connection_serves_on(
         assert _backend(storage) == backend
     finally:
         storage.close()
+
+
+def test_connections_that_prepare_nothing_read_pages_unprepared(pg_dsn, pg_schema):
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(pg_dsn, min_size=1, max_size=1, open=True,
+                          kwargs={"autocommit": True, "prepare_threshold": None})
+    try:
+        memory = Memory(storage=PostgresStorage(pool, schema=pg_schema))
+        memory.save_messages(_turn("t1", 0))
+        for _ in range(10):
+            assert memory.recall("t1", per_page=1).total == 2
+        with pool.connection() as conn:
+            assert conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
+    finally:
+        pool.close()

@@ -75,11 +75,13 @@ class _Transaction:
 class _Named:
     """The statements prepared by name on one pooled connection (``_run_named``), the loader
     that turns their binary results into rows (made from the connection's adapters, so that
-    it holds no reference to the connection, the key it is kept under), and whether the
-    connection speaks UTF-8, the encoding of the values sent and of the texts loaded."""
+    it holds no reference to the connection, the key it is kept under), and whether they may
+    run there: the connection speaks UTF-8 (the encoding of the values sent and of the texts
+    loaded) and prepares statements (``prepare_threshold=None`` turns that off, as for a
+    pooler in transaction mode)."""
 
     loader: Transformer
-    utf8: bool
+    usable: bool
     names: set[bytes] = field(default_factory=set)
 
 
@@ -387,8 +389,8 @@ class PostgresStorage:
         directly (a blocking call, which lets other threads run) and its rows loaded by
         psycopg's loaders: the same round trip and rows for about half the client's work of
         a cursor's ``execute``, most of which is psycopg's own Python. An open transaction,
-        an awaited call or a value other than text, an integer or NULL go through
-        ``_fetch``."""
+        an awaited call, a value other than text, an integer or NULL, or a connection on
+        which statements may not be prepared (``_Named``) go through ``_fetch``."""
         if self._open() is None and not loop_bridge.awaiting():
             values = _text_values(params, _named_statement(query)[2])
             if values is not None:
@@ -396,9 +398,10 @@ class PostgresStorage:
                 try:
                     named = self._named.get(conn)
                     if named is None:
-                        named = self._named[conn] = _Named(Transformer(conn.adapters),
-                                                           conn.info.encoding == "utf-8")
-                    if named.utf8:
+                        named = self._named[conn] = _Named(
+                            Transformer(conn.adapters),
+                            conn.info.encoding == "utf-8" and conn.prepare_threshold is not None)
+                    if named.usable:
                         return self._run_named(conn, named, query, values)
                 finally:
                     self._give(conn)
