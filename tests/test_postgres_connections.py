@@ -4,7 +4,9 @@ Lone statements reuse a kept connection instead of a pool checkout; these tests 
 rules that make that safe: a transaction or ``connection()`` finds the kept connections
 (one connection in all serves every kind of call), more threads than connections all get
 one, a connection left in a transaction or broken goes back to the pool, and ``close()``
-closes every connection kept.
+closes every connection kept. Recall's page reads run as statements prepared by name on
+those connections: one deallocated meanwhile is prepared again, storage objects sharing a
+pool read their own schemas, and a failed read raises psycopg's exception for it.
 """
 
 from __future__ import annotations
@@ -141,3 +143,79 @@ def test_close_closes_every_kept_connection(pg_dsn, pg_schema):
     assert _sessions(pg_dsn, name) == 0
     with pytest.raises(PoolClosed):
         memory.recall("t1")
+
+
+def test_a_page_statement_deallocated_meanwhile_is_prepared_again(pg_dsn, pg_schema):
+    storage = PostgresStorage(pg_dsn, schema=pg_schema, max_connections=1)
+    memory = Memory(storage=storage)
+    try:
+        memory.save_messages(_turn("t1", 0))
+        assert [m.id for m in memory.recall("t1", per_page=1).messages] == ["t1-0-1"]
+        with storage.connection() as conn:
+            named = conn.execute("SELECT count(*) FROM pg_prepared_statements "
+                                 "WHERE name LIKE 'threadrecall_%'").fetchone()[0]
+            assert named >= 1  # the page ran as a statement prepared by name
+            conn.execute("DEALLOCATE ALL")
+        memory.save_messages(_turn("t1", 1))
+        result = memory.recall("t1", per_page=1)
+        assert [m.id for m in result.messages] == ["t1-1-1"]
+        assert (result.total, result.has_more) == (4, True)
+    finally:
+        storage.close()
+
+
+def test_storages_sharing_a_pool_read_their_own_schemas(pg_dsn, pg_schema):
+    from psycopg_pool import ConnectionPool
+
+    other = f"{pg_schema}_b"
+    pool = ConnectionPool(pg_dsn, min_size=1, max_size=1, kwargs={"autocommit": True}, open=True)
+    try:
+        first = Memory(storage=PostgresStorage(pool, schema=pg_schema))
+        second = Memory(storage=PostgresStorage(pool, schema=other))
+        twin = Memory(storage=PostgresStorage(pool, schema=pg_schema))  # the same statements' texts
+        first.save_messages(_turn("t1", 0))
+        second.save_messages([{**m, "content": "other"} for m in _turn("t1", 5)])
+        for _ in range(3):
+            assert [m.id for m in first.recall("t1", per_page=2).messages] == ["t1-0-0", "t1-0-1"]
+            assert [m.text for m in second.recall("t1", per_page=2).messages] == ["other", "other"]
+            assert [m.id for m in twin.recall("t1", per_page=2).messages] == ["t1-0-0", "t1-0-1"]
+    finally:
+        pool.close()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE")
+                         .format(psycopg.sql.Identifier(other)))
+
+
+def test_a_failed_page_read_raises_as_psycopg_does_and_the_connection_serves_on(pg_dsn, pg_schema):
+    dsn = make_conninfo(pg_dsn, options="-c lock_timeout=200ms")
+    storage = PostgresStorage(dsn, schema=pg_schema, max_connections=1)
+    memory = Memory(storage=storage)
+    try:
+        memory.save_messages(_turn("t1", 0))
+        memory.recall("t1")
+        backend = _backend(storage)
+        with psycopg.connect(pg_dsn) as admin:  # holds the table's lock until the block ends
+            admin.execute(psycopg.sql.SQL("LOCK TABLE {}.messages IN ACCESS EXCLUSIVE MODE")
+                          .format(psycopg.sql.Identifier(pg_schema)))
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                memory.recall("t1")
+        assert [m.id for m in memory.recall("t1").messages] == ["t1-0-0", "t1-0-1"]
+        assert _backend(storage) == backend
+    finally:
+        storage.close()
+
+
+def test_connections_that_prepare_nothing_read_pages_unprepared(pg_dsn, pg_schema):
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(pg_dsn, min_size=1, max_size=1, open=True,
+                          kwargs={"autocommit": True, "prepare_threshold": None})
+    try:
+        memory = Memory(storage=PostgresStorage(pool, schema=pg_schema))
+        memory.save_messages(_turn("t1", 0))
+        for _ in range(10):
+            assert memory.recall("t1", per_page=1).total == 2
+        with pool.connection() as conn:
+            assert conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
+    finally:
+        pool.close()

@@ -161,7 +161,7 @@ def read_history(storage: Storage, q: HistoryQuery, includes: Sequence[Include],
                 passing = _passing(storage, q, bounds, [r[0] for r in extra])
                 extra = [r for r in extra if r[0] in passing]
             has_more = len(rows) + len(extra) < total
-    return _result(window, rows, total, q.page, q.per_page, has_more)
+    return _result(window, rows, total, q.page, q.per_page, has_more, newest_first=descending)
 
 
 def thread_rows(storage: Storage, thread_id: str, check_owner: Callable[[str | None], None] | None = None,
@@ -282,14 +282,16 @@ def _descending(order_by: Mapping[str, Any] | None, per_page: int | bool) -> boo
 
 
 def _result(window: Sequence[MessageRow], rows: Sequence[MessageRow | ColumnRow], total: int, page: int,
-            per_page: int | bool, has_more: bool) -> RecallResult:
+            per_page: int | bool, has_more: bool, *, newest_first: bool = False) -> RecallResult:
+    """The messages of a page (in the order asked of ``page``: ``newest_first`` or oldest
+    first, as the storage returns it) and of the window, de-duplicated, oldest first."""
     if window:
         merged = {r[0]: r for r in rows}
         for r in window:
             merged.setdefault(r[0], r)
         ordered = sorted(merged.values(), key=_ORDER)
     else:
-        ordered = sorted(rows, key=_ORDER)
+        ordered = rows[::-1] if newest_first else list(rows)
     messages: list[Message] = messages_of(ordered)
     return RecallResult(messages, total, page, per_page, has_more)
 

@@ -11,7 +11,7 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 
 use super::objects::{set_attr, Blank};
 
@@ -127,8 +127,10 @@ pub(crate) fn stored_messages<'py>(
 }
 
 /// Times as the Python decoder makes them: `epoch + timedelta(microseconds=µs)`, built here
-/// as `datetime(year, ..., microsecond, tzinfo)` of the same fields (one object, not three)
-/// where the value is a date `datetime` holds, else the Python way (its `OverflowError`).
+/// from the same fields (one object, not three) where the value is a date `datetime` holds,
+/// else the Python way (its `OverflowError`). The fields travel as the ten bytes of
+/// `datetime`'s pickled state, `datetime(state, tzinfo)`, which Python takes without parsing
+/// eight arguments and making integers of them.
 struct Clock<'py> {
     datetime: Bound<'py, PyAny>,
     utc: Bound<'py, PyAny>,
@@ -141,10 +143,23 @@ impl<'py> Clock<'py> {
         if let Some((year, month, day, seconds, micro)) =
             micros.extract::<i64>().ok().and_then(civil)
         {
-            let (hour, minute, second) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+            let [y1, y0] = (year as u16).to_be_bytes();
+            let [_, m2, m1, m0] = (micro as u32).to_be_bytes();
+            let state = [
+                y1,
+                y0,
+                month as u8,
+                day as u8,
+                (seconds / 3600) as u8,
+                (seconds / 60 % 60) as u8,
+                (seconds % 60) as u8,
+                m2,
+                m1,
+                m0,
+            ];
             return self
                 .datetime
-                .call1((year, month, day, hour, minute, second, micro, &self.utc));
+                .call1((PyBytes::new(self.datetime.py(), &state), &self.utc));
         }
         self.epoch.add(self.delta.call1((0, 0, micros))?)
     }

@@ -12,7 +12,10 @@ feed (``changes_since``) in the same transaction, under its transaction id.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import json
+import re
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -23,7 +26,8 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors, sql
-from psycopg.pq import TransactionStatus
+from psycopg.adapt import Transformer
+from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ... import _core, loop_bridge
@@ -65,6 +69,27 @@ class _Transaction:
         for ref in refs:
             self.kinds.append(kind)
             self.refs.append(ref)
+
+
+@dataclass
+class _Named:
+    """The statements prepared by name on one pooled connection (``_run_named``), the loader
+    that turns their binary results into rows (made from the connection's adapters, so that
+    it holds no reference to the connection, the key it is kept under), and whether they may
+    run there: the connection speaks UTF-8 (the encoding of the values sent and of the texts
+    loaded) and prepares statements (``prepare_threshold=None`` turns that off, as for a
+    pooler in transaction mode)."""
+
+    loader: Transformer
+    usable: bool
+    names: set[bytes] = field(default_factory=set)
+
+
+class _ThreadState(threading.local):
+    """Per Python thread: its open transaction (``None`` as a class default, so a thread that
+    never opened one reads it without a failed attribute lookup)."""
+
+    tx: _Transaction | None = None
 
 
 class PostgresStorage:
@@ -116,10 +141,12 @@ class PostgresStorage:
         self._waiting = 0
         self._waiting_lock = threading.Lock()
         self._apools = LoopPools(conninfo, kwargs, max_connections, name, given_async)
-        self._local = threading.local()
+        self._local = _ThreadState()
         # One cursor per pooled connection for lone statements (a connection serves one
         # thread at a time), which saves making one per call.
         self._cursors: weakref.WeakKeyDictionary[psycopg.Connection, psycopg.Cursor] = (
+            weakref.WeakKeyDictionary())
+        self._named: weakref.WeakKeyDictionary[psycopg.Connection, _Named] = (
             weakref.WeakKeyDictionary())
         self._replica: Replica | None = None
         self._replica_lock = threading.Lock()
@@ -321,7 +348,7 @@ class PostgresStorage:
         """The open transaction of this thread (of this task, inside ``run_async``)."""
         if loop_bridge.awaiting():
             return loop_bridge.state().get(self)
-        return getattr(self._local, "tx", None)
+        return self._local.tx
 
     def _set_open(self, tx: _Transaction | None) -> None:
         if loop_bridge.awaiting():
@@ -354,6 +381,57 @@ class PostgresStorage:
                     raise
             finally:
                 self._give(conn)
+        raise AssertionError("unreachable")
+
+    def _read(self, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """``_fetch(query, params, binary=True)`` for a read that runs often (recall's page).
+        A lone one runs as a statement prepared by name on its connection, executed by libpq
+        directly (a blocking call, which lets other threads run) and its rows loaded by
+        psycopg's loaders: the same round trip and rows for about half the client's work of
+        a cursor's ``execute``, most of which is psycopg's own Python. An open transaction,
+        an awaited call, a value other than text, an integer or NULL, or a connection on
+        which statements may not be prepared (``_Named``) go through ``_fetch``."""
+        if self._open() is None and not loop_bridge.awaiting():
+            values = _text_values(params, _named_statement(query)[2])
+            if values is not None:
+                conn = self._take()
+                try:
+                    named = self._named.get(conn)
+                    if named is None:
+                        named = self._named[conn] = _Named(
+                            Transformer(conn.adapters),
+                            conn.info.encoding == "utf-8" and conn.prepare_threshold is not None)
+                    if named.usable:
+                        return self._run_named(conn, named, query, values)
+                finally:
+                    self._give(conn)
+        return self._fetch(query, params, binary=True)
+
+    def _run_named(self, conn: psycopg.Connection, named: _Named, query: str,
+                   values: list[bytes | None]) -> list[tuple[Any, ...]]:
+        """The rows of ``query`` run by name on ``conn``, prepared there first when it is not
+        yet (again when it was deallocated meanwhile); an error raises as psycopg raises it."""
+        name, text, _ = _named_statement(query)
+        pgconn = conn.pgconn
+        for attempt in range(2):
+            if name not in named.names:
+                made = pgconn.prepare(name, text)
+                # Already there: prepared by another storage object sharing this pool's
+                # connections (the name is the statement's digest: the same text).
+                if made.status != ExecStatus.COMMAND_OK and _sqlstate(made) != _DUPLICATE_STATEMENT:
+                    raise _error(made)
+                named.names.add(name)
+            result = pgconn.exec_prepared(name, values, result_format=Format.BINARY)
+            if result.status == ExecStatus.TUPLES_OK:
+                loader = named.loader
+                loader.set_pgresult(result)
+                rows = loader.load_rows(0, result.ntuples, tuple)
+                loader.set_pgresult(None)
+                return rows
+            if attempt == 0 and _sqlstate(result) == _UNKNOWN_STATEMENT:  # DEALLOCATE, DISCARD
+                named.names.discard(name)
+                continue
+            raise _error(result)
         raise AssertionError("unreachable")
 
     def _write(self, name: str, params: Mapping[str, Any], kind: str,
@@ -582,18 +660,25 @@ class PostgresStorage:
                 resource=shape[0], start=shape[1], end=shape[2], metadata=shape[3],
                 after=shape[4], before=shape[5], forward=forward, owner=shape[7],
                 stored_total=shape[8]))
-        found = self._fetch(query, {
+        found = self._read(query, {
             "thread": thread_id, "resource": resource_id, "start": start, "end": end,
             "filter": filter_value(metadata) if metadata else None, "after": after_id,
-            "before": before_id, "offset": offset, "limit": limit}, binary=True)
-        # The counts' row has no message id (``q.page``); the page's rows are ``ColumnRow``s.
-        rows = [r for r in found if r[0] is not None]
-        _, _, owner, total, cursors = next(r for r in found if r[0] is None)[:5]
+            "before": before_id, "offset": offset, "limit": limit})
+        # The counts' row has no message id (``q.page``) and comes first, as PostgreSQL runs
+        # the branches of a UNION ALL in order; the page's rows are ``ColumnRow``s.
+        counts = found[0]
+        if counts[0] is None:
+            rows = found[1:]
+        else:
+            counts = next(r for r in found if r[0] is None)
+            rows = [r for r in found if r[0] is not None]
+        _, _, owner, total, cursors = counts[:5]
         if check_owner is not None:
             check_owner(owner)
-        for bit, cursor in ((1, after_id), (2, before_id)):
-            if not cursors & bit:
-                raise InvalidArgumentError(f"no message with id {cursor} in thread {thread_id}")
+        if cursors != 3:
+            for bit, cursor in ((1, after_id), (2, before_id)):
+                if not cursors & bit:
+                    raise InvalidArgumentError(f"no message with id {cursor} in thread {thread_id}")
         if forward == descending:
             rows.reverse()
         return rows, total  # type: ignore[return-value]
@@ -710,6 +795,61 @@ class PostgresStorage:
 
     def _rows(self, query: str, params: Mapping[str, Any]) -> list[MessageRow]:
         return self._fetch(query, params)  # type: ignore[return-value]  (selected as MessageRow)
+
+
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
+_UNKNOWN_STATEMENT = errors.InvalidSqlStatementName.sqlstate.encode()
+_DUPLICATE_STATEMENT = errors.DuplicatePreparedStatement.sqlstate.encode()
+
+
+@functools.lru_cache(maxsize=512)
+def _named_statement(query: str) -> tuple[bytes, bytes, tuple[str, ...]]:
+    """``query`` as libpq prepares it: its name (from its digest, so that one text has one
+    name on every connection), its text with ``$n`` placeholders, and the parameter names
+    in their order (a name used twice is one parameter)."""
+    order: list[str] = []
+
+    def number(found: re.Match[str]) -> str:
+        key = found.group(1)
+        if key is None:
+            return "%"
+        if key not in order:
+            order.append(key)
+        return f"${order.index(key) + 1}"
+
+    text = _PLACEHOLDER.sub(number, query).encode()
+    return b"threadrecall_" + hashlib.sha1(text).hexdigest().encode(), text, tuple(order)
+
+
+def _text_values(params: Mapping[str, Any], order: tuple[str, ...]) -> list[bytes | None] | None:
+    """The parameters in ``order`` in PostgreSQL's text form (UTF-8), or ``None`` when one is
+    not a string, an ``int`` or ``None`` (or a string UTF-8 cannot hold)."""
+    values: list[bytes | None] = []
+    for key in order:
+        value = params[key]
+        if isinstance(value, str):
+            try:
+                values.append(value.encode())
+            except UnicodeEncodeError:
+                return None
+        elif value is None or type(value) is int:
+            values.append(None if value is None else str(value).encode())
+        else:
+            return None
+    return values
+
+
+def _sqlstate(result: Any) -> bytes | None:
+    return result.error_field(DiagnosticField.SQLSTATE)
+
+
+def _error(result: Any) -> psycopg.Error:
+    """The exception psycopg raises for a failed result (of a UTF-8 connection): the class of
+    its SQLSTATE, and an ``OperationalError`` for one libpq made itself (no SQLSTATE: the
+    connection failed)."""
+    if not _sqlstate(result):
+        return psycopg.OperationalError(result.get_error_message("utf-8"))
+    return errors.error_from_result(result, encoding="utf-8")
 
 
 def _execute(conn: psycopg.Connection | psycopg.AsyncConnection, query: str,
