@@ -94,6 +94,11 @@ impl Graph {
     /// that can be among the `k` nearest): measured with their float vectors, nearest lower
     /// bound first until none can beat the `k`-th.
     pub(crate) fn measure(&self, q: &Query, k: usize, mut shortlist: Vec<Near>) -> Vec<Near> {
+        debug_assert_eq!(
+            q.v.len(),
+            self.params.dim,
+            "a query made of codes has no floats"
+        );
         shortlist.sort_unstable();
         let mut heap: BinaryHeap<Near> = BinaryHeap::with_capacity(k + 1);
         for lower in &shortlist {

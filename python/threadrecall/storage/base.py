@@ -133,7 +133,9 @@ class Storage(Protocol):
              metadata: Mapping[str, Any] | None = None, descending: bool = False, offset: int = 0,
              limit: int | None = None, after_id: str | None = None,
              before_id: str | None = None) -> tuple[list[MessageRow], int]:
-        """Rows of one thread and how many pass the filters (``Timeline.page``'s rules)."""
+        """Rows of one thread and how many pass the filters (``Timeline.page``'s rules), in
+        the order asked: newest first when ``descending``, else oldest first (recall relies
+        on it and does not sort them again)."""
         ...
 
     def window(self, includes: Sequence[tuple[str, int, int]],
