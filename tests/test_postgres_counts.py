@@ -32,7 +32,8 @@ def _kept_and_counted(dsn: str, schema: str) -> tuple[dict, dict]:
     ident = sql.Identifier(schema)
     with psycopg.connect(dsn) as conn:
         kept = {(t, r): n for t, r, n in conn.execute(sql.SQL(
-            "SELECT thread_id, resource_id, n FROM {}.thread_counts WHERE n <> 0").format(ident))}
+            "SELECT thread_id, resource_id, sum(n) FROM {}.thread_counts GROUP BY 1, 2 HAVING sum(n) <> 0")
+            .format(ident))}
         counted = {(t, r): n for t, r, n in conn.execute(sql.SQL(
             "SELECT thread_id, coalesce(resource_id, ''), count(*) FROM {}.messages GROUP BY 1, 2")
             .format(ident))}
@@ -135,9 +136,41 @@ def test_counts_stay_exact_under_processes_writing_the_same_messages(pg_dsn, pg_
     store.close()
 
 
-def test_the_migration_counts_the_messages_already_stored(pg_dsn, pg_schema):
+def _unfolded(dsn: str, schema: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(sql.SQL("SELECT count(*) FROM {}.thread_counts WHERE slot <> 0")
+                            .format(sql.Identifier(schema))).fetchone()[0]
+
+
+def test_a_fold_keeps_the_counts_and_leaves_the_rows_a_writer_holds(pg_dsn, pg_schema):
+    store = PostgresStorage(pg_dsn, schema=pg_schema)
+    other = PostgresStorage(pg_dsn, schema=pg_schema, max_connections=1)  # one server process: one slot
+    store.save_threads([Thread(t, "r1") for t in THREADS])
+    store.save_messages([_message(f"m{i}", THREADS[i % 3], "r1", i) for i in range(9)])
+    other.save_messages([_message(f"m{i}", THREADS[i % 2], RESOURCES[i % 3], i) for i in range(5, 12)])
+    assert _unfolded(pg_dsn, pg_schema) > 0
+    store._tidy()
+    assert _unfolded(pg_dsn, pg_schema) == 0
+    _check(store, pg_dsn, pg_schema)
+    other.save_messages([_message("m20", "t4", "r2")])
+    assert _unfolded(pg_dsn, pg_schema) == 1
+    with other.transaction():
+        other.save_messages([_message("m21", "t4", "r2"), _message("m1", "t4", "r2")])  # one new, one moved
+        store._tidy()  # leaves the row the open transaction holds, without waiting for it
+        assert _unfolded(pg_dsn, pg_schema) == 1
+        _check(store, pg_dsn, pg_schema)
+    _check(store, pg_dsn, pg_schema)
+    store._tidy()
+    assert _unfolded(pg_dsn, pg_schema) == 0
+    _check(store, pg_dsn, pg_schema)
+    store.close()
+    other.close()
+
+
+@pytest.mark.parametrize("before", [-2, -1], ids=["before-counts", "before-count-slots"])
+def test_the_migration_counts_the_messages_already_stored(pg_dsn, pg_schema, before):
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        migrate(conn, pg_schema, steps=MIGRATIONS[:-1])
+        migrate(conn, pg_schema, steps=MIGRATIONS[:before])
         conn.execute(sql.SQL(
             "INSERT INTO {}.messages (id, thread_id, resource_id, role, content, created_at, seq) "
             "SELECT 'm' || i, 't' || (i % 3), CASE WHEN i % 4 = 0 THEN NULL ELSE 'r' || (i % 2) END, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "CHANGES_SINCE", "CREATE_THREADS", "DELETE_MESSAGES", "DELETE_THREAD", "FLUSH_CHANGES",
-    "GET_MESSAGES", "GET_RESOURCE", "GET_THREADS", "LOCK", "PRUNE_CHANGES", "SAVE_MESSAGES", "SAVE_RESOURCE",
+    "FOLD_COUNTS", "GET_MESSAGES", "GET_RESOURCE", "GET_THREADS", "LOCK", "PRUNE_CHANGES", "SAVE_MESSAGES", "SAVE_RESOURCE",
     "SAVE_THREADS", "SAVE_TURN", "SCAN_MESSAGES", "THREAD_FOR_UPDATE", "THREAD_MESSAGES", "WINDOW",
     "OWNED_WINDOW",
     "list_threads", "page",
@@ -35,7 +35,7 @@ _LOG = """,
 
 
 # Locks: every write takes its thread rows first, then its message rows, each in id order
-# (the per-thread counts last, in key order, by their trigger), so that writers of
+# (and, by their triggers, count rows no other writer takes), so that writers of
 # overlapping messages wait for each other instead of deadlocking. A scalar subquery over the
 # locked threads gates the message work: it runs once, before any message row is read. A
 # delete touches the threads it locked: a message moved to another thread between the
@@ -190,6 +190,20 @@ CHANGES_SINCE = """
     WHERE m.thread_id IN (SELECT ref FROM threads) AND NOT EXISTS (SELECT 1 FROM refs WHERE refs.ref = m.id)
 """
 
+# Fold the count rows of the server's processes into each key's slot 0, leaving those a writer
+# holds for a later fold (the only locks a fold waits for are other folds' slot-0 rows, taken
+# in key order).
+FOLD_COUNTS = """
+    WITH unfolded AS (SELECT thread_id, resource_id, slot FROM {s}.thread_counts WHERE slot <> 0
+                      FOR UPDATE SKIP LOCKED),
+    folded AS (DELETE FROM {s}.thread_counts c USING unfolded u
+               WHERE c.thread_id = u.thread_id AND c.resource_id = u.resource_id AND c.slot = u.slot
+               RETURNING c.thread_id, c.resource_id, c.n)
+    INSERT INTO {s}.thread_counts AS c (thread_id, resource_id, slot, n)
+    SELECT thread_id, resource_id, 0, sum(n) FROM folded GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (thread_id, resource_id, slot) DO UPDATE SET n = c.n + excluded.n
+"""
+
 # Drop the entries more than ``keep`` positions below the watermark, moving the horizon up to
 # them in the same transaction (readers see both or neither).
 PRUNE_CHANGES = """
@@ -283,14 +297,12 @@ def page(*, resource: bool, start: str | None, end: str | None, metadata: bool, 
     order = f"ORDER BY m.created_at{direction}, m.seq{direction}"
     window = "OFFSET (SELECT %(offset)s::bigint) LIMIT (SELECT %(limit)s::bigint)"
     counted = f"(SELECT count(*) FROM {{s}}.messages m WHERE {where})"
-    if stored_total and resource:
+    if stored_total:
         # No bound, filter or cursor: the total is the thread's kept count (``thread_counts``),
-        # one row of it (its key) for one resource, the sum of its rows for all.
-        counted = ("coalesce((SELECT c.n FROM {s}.thread_counts c WHERE c.thread_id = (SELECT %(thread)s::text) "
-                   "AND c.resource_id = (SELECT %(resource)s::text)), 0)")
-    elif stored_total:
+        # the sum of its rows for the resource, or for all.
+        scoped = " AND c.resource_id = (SELECT %(resource)s::text)" if resource else ""
         counted = ("(SELECT coalesce(sum(c.n), 0)::bigint FROM {s}.thread_counts c "
-                   "WHERE c.thread_id = (SELECT %(thread)s::text))")
+                   "WHERE c.thread_id = (SELECT %(thread)s::text)" + scoped + ")")
     if metadata:
         # The filter reads every row of the thread from the heap: the page's rows come with
         # the count of all that pass (one pass, where a separate count would read them again);

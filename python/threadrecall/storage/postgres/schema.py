@@ -160,6 +160,40 @@ MIGRATIONS: list[str] = [
     INSERT INTO {s}.thread_counts (thread_id, resource_id, n)
     SELECT thread_id, coalesce(resource_id, ''), count(*) FROM {s}.messages GROUP BY 1, 2;
     """,
+    # A key's count is the sum of its rows, one per server process that wrote it (``slot``,
+    # its pid) and the folded rest (slot 0). A writer only ever locks its own process's rows,
+    # so no two writers wait for each other on a count, whatever order their statements reach
+    # the keys in (a statement that moves messages and inserts others counts in two passes,
+    # which no single key order can make safe when the rows are shared). ``FOLD_COUNTS``
+    # moves the processes' rows into slot 0 now and then, skipping any a writer holds.
+    """
+    ALTER TABLE {s}.thread_counts ADD COLUMN slot INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE {s}.thread_counts DROP CONSTRAINT thread_counts_pkey;
+    ALTER TABLE {s}.thread_counts ADD PRIMARY KEY (thread_id, resource_id, slot);
+    CREATE INDEX thread_counts_unfolded ON {s}.thread_counts (slot) WHERE slot <> 0;
+    CREATE OR REPLACE FUNCTION {s}.count_messages() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO {s}.thread_counts AS c (thread_id, resource_id, slot, n)
+            SELECT thread_id, coalesce(resource_id, ''), pg_backend_pid(), count(*) FROM new_rows
+            GROUP BY 1, 2
+            ON CONFLICT (thread_id, resource_id, slot) DO UPDATE SET n = c.n + excluded.n;
+        ELSIF TG_OP = 'DELETE' THEN
+            INSERT INTO {s}.thread_counts AS c (thread_id, resource_id, slot, n)
+            SELECT thread_id, coalesce(resource_id, ''), pg_backend_pid(), -count(*) FROM old_rows
+            GROUP BY 1, 2
+            ON CONFLICT (thread_id, resource_id, slot) DO UPDATE SET n = c.n + excluded.n;
+        ELSIF TG_OP = 'TRUNCATE' THEN
+            DELETE FROM {s}.thread_counts;
+        ELSE
+            INSERT INTO {s}.thread_counts AS c (thread_id, resource_id, slot, n)
+            VALUES (OLD.thread_id, coalesce(OLD.resource_id, ''), pg_backend_pid(), -1),
+                   (NEW.thread_id, coalesce(NEW.resource_id, ''), pg_backend_pid(), 1)
+            ON CONFLICT (thread_id, resource_id, slot) DO UPDATE SET n = c.n + excluded.n;
+        END IF;
+        RETURN NULL;
+    END $$;
+    """,
 ]
 
 

@@ -163,7 +163,7 @@ class PostgresStorage:
         self._ident = ident
         self._seq = sql.Literal(f"{ident}.message_seq").as_string(conn)
         self._sql = {name: self._text(getattr(q, name)) for name in (
-            "CHANGES_SINCE", "CREATE_THREADS", "FLUSH_CHANGES", "GET_MESSAGES", "GET_RESOURCE",
+            "CHANGES_SINCE", "CREATE_THREADS", "FLUSH_CHANGES", "FOLD_COUNTS", "GET_MESSAGES", "GET_RESOURCE",
             "GET_THREADS", "PRUNE_CHANGES", "SAVE_RESOURCE", "SAVE_THREADS", "SCAN_MESSAGES",
             "THREAD_FOR_UPDATE", "THREAD_MESSAGES")}
         for name in ("SAVE_MESSAGES", "SAVE_TURN", "DELETE_MESSAGES", "DELETE_THREAD"):
@@ -443,12 +443,12 @@ class PostgresStorage:
         if tx is None:
             rows = self._fetch(self._sql[name + "_LOGGED"], params)
             if self._writes % _PRUNE_EVERY == 0:
-                self.prune_changes()
+                self._tidy()
             return rows
         rows = _execute(tx.conn, self._sql[name], params)
         tx.log(kind, refs(rows))
         if self._writes % _PRUNE_EVERY == 0:
-            tx.callbacks.append(self.prune_changes)
+            tx.callbacks.append(self._tidy)
         return rows
 
     # ----------------------------------------------------------------------------- threads
@@ -756,9 +756,14 @@ class PostgresStorage:
     def prune_changes(self, keep: int | None = None) -> None:
         """Drop the change-feed entries more than ``keep`` (default ``keep_changes``) positions
         behind its head. A reader left behind them rebuilds from a scan instead of missing a
-        change. Every thousandth write of this object calls it."""
+        change. Every thousandth write of this object calls it (``_tidy``)."""
         keep = self.keep_changes if keep is None else checked_count("keep", keep)
         self._committed(self._sql["PRUNE_CHANGES"], {"keep": keep}, rows=False)
+
+    def _tidy(self) -> None:
+        """Prune the change feed and fold the message counts' per-process rows."""
+        self.prune_changes()
+        self._committed(self._sql["FOLD_COUNTS"], {}, rows=False)
 
     def scan_messages(self, batch: int = 50_000) -> Iterator[list[MessageRow]]:
         """Every stored message, in batches, in insertion order (one snapshot)."""
