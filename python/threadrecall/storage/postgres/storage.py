@@ -12,10 +12,7 @@ feed (``changes_since``) in the same transaction, under its transaction id.
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import json
-import re
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -26,8 +23,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors, sql
-from psycopg.adapt import Transformer
-from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ... import _core, loop_bridge
@@ -42,6 +38,7 @@ from ..thread_owners import missing_thread, owned
 from . import queries as q
 from .async_pools import LoopPools, fetch
 from .containment import filter_value
+from .prepared import Named, named_statement, run_named, text_values
 from .schema import migrate, quoted_schema
 from .values import (as_stored, checked_count, json_text, message_params, thread_of,
                      thread_params, utc_now)
@@ -69,20 +66,6 @@ class _Transaction:
         for ref in refs:
             self.kinds.append(kind)
             self.refs.append(ref)
-
-
-@dataclass
-class _Named:
-    """The statements prepared by name on one pooled connection (``_run_named``), the loader
-    that turns their binary results into rows (made from the connection's adapters, so that
-    it holds no reference to the connection, the key it is kept under), and whether they may
-    run there: the connection speaks UTF-8 (the encoding of the values sent and of the texts
-    loaded) and prepares statements (``prepare_threshold=None`` turns that off, as for a
-    pooler in transaction mode)."""
-
-    loader: Transformer
-    usable: bool
-    names: set[bytes] = field(default_factory=set)
 
 
 class _ThreadState(threading.local):
@@ -146,7 +129,7 @@ class PostgresStorage:
         # thread at a time), which saves making one per call.
         self._cursors: weakref.WeakKeyDictionary[psycopg.Connection, psycopg.Cursor] = (
             weakref.WeakKeyDictionary())
-        self._named: weakref.WeakKeyDictionary[psycopg.Connection, _Named] = (
+        self._named: weakref.WeakKeyDictionary[psycopg.Connection, Named] = (
             weakref.WeakKeyDictionary())
         self._replica: Replica | None = None
         self._replica_lock = threading.Lock()
@@ -390,49 +373,20 @@ class PostgresStorage:
         psycopg's loaders: the same round trip and rows for about half the client's work of
         a cursor's ``execute``, most of which is psycopg's own Python. An open transaction,
         an awaited call, a value other than text, an integer or NULL, or a connection on
-        which statements may not be prepared (``_Named``) go through ``_fetch``."""
+        which statements may not be prepared (``Named``) go through ``_fetch``."""
         if self._open() is None and not loop_bridge.awaiting():
-            values = _text_values(params, _named_statement(query)[2])
+            values = text_values(params, named_statement(query)[2])
             if values is not None:
                 conn = self._take()
                 try:
                     named = self._named.get(conn)
                     if named is None:
-                        named = self._named[conn] = _Named(
-                            Transformer(conn.adapters),
-                            conn.info.encoding == "utf-8" and conn.prepare_threshold is not None)
+                        named = self._named[conn] = Named.of(conn)
                     if named.usable:
-                        return self._run_named(conn, named, query, values)
+                        return run_named(conn, named, query, values)
                 finally:
                     self._give(conn)
         return self._fetch(query, params, binary=True)
-
-    def _run_named(self, conn: psycopg.Connection, named: _Named, query: str,
-                   values: list[bytes | None]) -> list[tuple[Any, ...]]:
-        """The rows of ``query`` run by name on ``conn``, prepared there first when it is not
-        yet (again when it was deallocated meanwhile); an error raises as psycopg raises it."""
-        name, text, _ = _named_statement(query)
-        pgconn = conn.pgconn
-        for attempt in range(2):
-            if name not in named.names:
-                made = pgconn.prepare(name, text)
-                # Already there: prepared by another storage object sharing this pool's
-                # connections (the name is the statement's digest: the same text).
-                if made.status != ExecStatus.COMMAND_OK and _sqlstate(made) != _DUPLICATE_STATEMENT:
-                    raise _error(made)
-                named.names.add(name)
-            result = pgconn.exec_prepared(name, values, result_format=Format.BINARY)
-            if result.status == ExecStatus.TUPLES_OK:
-                loader = named.loader
-                loader.set_pgresult(result)
-                rows = loader.load_rows(0, result.ntuples, tuple)
-                loader.set_pgresult(None)
-                return rows
-            if attempt == 0 and _sqlstate(result) == _UNKNOWN_STATEMENT:  # DEALLOCATE, DISCARD
-                named.names.discard(name)
-                continue
-            raise _error(result)
-        raise AssertionError("unreachable")
 
     def _write(self, name: str, params: Mapping[str, Any], kind: str,
                refs: Callable[[list[tuple[Any, ...]]], Iterable[str]]) -> list[tuple[Any, ...]]:
@@ -800,61 +754,6 @@ class PostgresStorage:
 
     def _rows(self, query: str, params: Mapping[str, Any]) -> list[MessageRow]:
         return self._fetch(query, params)  # type: ignore[return-value]  (selected as MessageRow)
-
-
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
-_UNKNOWN_STATEMENT = errors.InvalidSqlStatementName.sqlstate.encode()
-_DUPLICATE_STATEMENT = errors.DuplicatePreparedStatement.sqlstate.encode()
-
-
-@functools.lru_cache(maxsize=512)
-def _named_statement(query: str) -> tuple[bytes, bytes, tuple[str, ...]]:
-    """``query`` as libpq prepares it: its name (from its digest, so that one text has one
-    name on every connection), its text with ``$n`` placeholders, and the parameter names
-    in their order (a name used twice is one parameter)."""
-    order: list[str] = []
-
-    def number(found: re.Match[str]) -> str:
-        key = found.group(1)
-        if key is None:
-            return "%"
-        if key not in order:
-            order.append(key)
-        return f"${order.index(key) + 1}"
-
-    text = _PLACEHOLDER.sub(number, query).encode()
-    return b"threadrecall_" + hashlib.sha1(text).hexdigest().encode(), text, tuple(order)
-
-
-def _text_values(params: Mapping[str, Any], order: tuple[str, ...]) -> list[bytes | None] | None:
-    """The parameters in ``order`` in PostgreSQL's text form (UTF-8), or ``None`` when one is
-    not a string, an ``int`` or ``None`` (or a string UTF-8 cannot hold)."""
-    values: list[bytes | None] = []
-    for key in order:
-        value = params[key]
-        if isinstance(value, str):
-            try:
-                values.append(value.encode())
-            except UnicodeEncodeError:
-                return None
-        elif value is None or type(value) is int:
-            values.append(None if value is None else str(value).encode())
-        else:
-            return None
-    return values
-
-
-def _sqlstate(result: Any) -> bytes | None:
-    return result.error_field(DiagnosticField.SQLSTATE)
-
-
-def _error(result: Any) -> psycopg.Error:
-    """The exception psycopg raises for a failed result (of a UTF-8 connection): the class of
-    its SQLSTATE, and an ``OperationalError`` for one libpq made itself (no SQLSTATE: the
-    connection failed)."""
-    if not _sqlstate(result):
-        return psycopg.OperationalError(result.get_error_message("utf-8"))
-    return errors.error_from_result(result, encoding="utf-8")
 
 
 def _execute(conn: psycopg.Connection | psycopg.AsyncConnection, query: str,
