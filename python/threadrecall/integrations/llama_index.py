@@ -16,14 +16,16 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from llama_index.core.base.llms.types import ChatMessage, TextBlock
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.storage.chat_store.base import BaseChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
+from pydantic_core import PydanticSerializationError
 
 from ..errors import InvalidArgumentError, ResourceMismatchError
 from ..memory import Memory
 from ..recall import check_thread_id
+from ..storage.rows import messages_of
 from ..types import Message, Thread
 from .conversions import Conversions
 from .parts import PartCodec
@@ -64,8 +66,7 @@ class _Threads:
         return check_thread_id(key)
 
     def _rows(self, key: str, messages: Sequence[ChatMessage], status: str) -> list[dict[str, Any]]:
-        if isinstance(messages, (str, bytes, ChatMessage)) or not isinstance(messages, Sequence):
-            raise InvalidArgumentError("messages must be a list of ChatMessage")
+        _check_list(messages)
         rows = [message_of(m) for m in messages]
         for row in rows:
             row["thread_id"], row["resource_id"] = key, self._resource(key)
@@ -92,20 +93,34 @@ class _Threads:
             if rows:
                 self.memory.save_messages(rows, keep_system=True)
 
-    def _replace(self, key: str, rows: list[dict[str, Any]]) -> None:
-        """Make ``rows`` the key's messages, in one transaction. Stored messages that are the
-        first of ``rows`` as they are (a caller setting the history it read, with new
-        messages after it) stay, and only the rest is written; any other list replaces the
-        thread's messages."""
+    def _replace(self, key: str, messages: Sequence[ChatMessage], status: str) -> None:
+        """Make ``messages`` the key's messages, in one transaction. Stored messages that are
+        the first of ``messages`` as saving them would store them (a caller setting the
+        history it read, with new messages after it) stay, and only the rest is written; any
+        other list replaces the thread's messages."""
+        _check_list(messages)
         with self.memory.transaction():
             thread = self._owned(key)
             if thread is not None:
-                stored = self._stored(key) if thread.metadata.items() >= THREAD_MARK.items() else None
-                if stored is not None and len(stored) <= len(rows) and all(map(_same, stored, rows)):
-                    self._append(key, rows[len(stored):])
+                marked = thread.metadata.items() >= THREAD_MARK.items()
+                kept = self._kept(key, messages, status) if marked else None
+                if kept is not None:
+                    self._append(key, self._rows(key, messages[kept:], status))
                     return
+                rows = self._rows(key, messages, status)
                 self.memory.delete_thread(key)
-            self._append(key, rows)
+                self._append(key, rows)
+                return
+            self._append(key, self._rows(key, messages, status))
+
+    def _kept(self, key: str, messages: Sequence[ChatMessage], status: str) -> int | None:
+        """How many stored messages ``_replace`` keeps: all of them when they are the first of
+        ``messages`` as saving those would store them, else None."""
+        stored = self._stored(key)
+        if len(stored) > len(messages):
+            return None
+        rows = self._rows(key, messages[:len(stored)], status)
+        return len(stored) if all(map(_same, stored, rows)) else None
 
     def _owned(self, key: str) -> Thread | None:
         """The key's thread (None when it does not exist); another resource's is refused."""
@@ -136,11 +151,11 @@ class ThreadRecallChatStore(_Threads, BaseChatStore):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     memory: Any = Field(exclude=True)
     resource_id: str | None = None
-    _converted: Conversions[ChatMessage] = PrivateAttr()
+    _converted: Conversions[_Built] = PrivateAttr()
 
     def __init__(self, memory: Memory, *, resource_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(memory=memory, resource_id=resource_id, **kwargs)  # type: ignore[call-arg]
-        self._converted = Conversions(chat_message)
+        self._converted = Conversions(_Built)
 
     @classmethod
     def class_name(cls) -> str:
@@ -149,12 +164,33 @@ class ThreadRecallChatStore(_Threads, BaseChatStore):
     def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
         """Replace the key's messages, in one transaction (writing only what is new when the
         stored messages are the first of ``messages``)."""
-        self._replace(self._thread(key), self._rows(key, messages, MessageStatus.ACTIVE.value))
+        self._replace(self._thread(key), messages, MessageStatus.ACTIVE.value)
 
     def get_messages(self, key: str) -> list[ChatMessage]:
         """The key's messages, oldest first ([] for an unknown key). A read decodes and builds
         only the messages added or changed since the key's previous read (``Conversions``)."""
-        return self._converted.of_rows(self._stored_rows(key), key)
+        return [built.message for built in self._converted.of_rows(self._stored_rows(key), key)]
+
+    def _kept(self, key: str, messages: Sequence[ChatMessage], status: str) -> int | None:
+        """``_Threads._kept``, comparing a message by its fingerprint with that of the message
+        built from the stored one (kept from the previous read): the same fingerprint gives
+        the same row, so only the messages that differ from what was read are converted and
+        compared with the stored ones. (``known.same`` is for messages set as active, the
+        only status this store sets.)"""
+        rows = self.memory._thread_rows(key)
+        built = self._converted.of_rows(rows, key)
+        if len(built) > len(messages):
+            return None
+        for row, known, message in zip(rows, built, messages):
+            unchanged = known.fingerprint is not None and _fingerprint(message) == known.fingerprint
+            if unchanged and known.same:
+                continue
+            same = _same(messages_of([row])[0], self._rows(key, [message], status)[0])
+            if unchanged:
+                known.same = same
+            if not same:
+                return None
+        return len(built)
 
     def add_message(self, key: str, message: ChatMessage, idx: int | None = None) -> None:
         """Append a message (or insert it at ``idx``)."""
@@ -268,8 +304,8 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
 
     async def set_messages(self, key: str, messages: list[ChatMessage],
                            status: MessageStatus = MessageStatus.ACTIVE) -> None:
-        rows = self._rows(self._thread(key), messages, _status(status) or "active")
-        await _in_transaction(self.memory, self._replace, key, rows)
+        await _in_transaction(self.memory, self._replace, self._thread(key), messages,
+                              _status(status) or "active")
 
     async def delete_message(self, key: str, idx: int) -> ChatMessage | None:
         """Remove the message at position ``idx`` (among all statuses) and return it."""
@@ -320,6 +356,46 @@ async def _in_transaction(memory: Memory, call: Any, *args: Any) -> Any:
             return call(*args)
 
     return await asyncio.to_thread(run)
+
+
+class _Built:
+    """The ``ChatMessage`` built from a stored message, with its fingerprint as built, and
+    whether setting it again (as active) would store that very message (None until a
+    ``set_messages`` has compared them; it holds while the stored message is unchanged,
+    which is while ``Conversions`` gives back this object for it)."""
+
+    __slots__ = ("message", "fingerprint", "same")
+
+    def __init__(self, stored: Message) -> None:
+        self.message = chat_message(stored)
+        self.fingerprint = _fingerprint(self.message)
+        self.same: bool | None = None
+
+
+def _fingerprint(message: Any) -> tuple[MessageRole, str] | bytes | None:
+    """What ``message_of`` reads of a ``ChatMessage``, its JSON as its own serializer writes
+    it, in a form quick to compare: two messages with the same fingerprint give the same row.
+    A message of one plain text block and nothing else, the common one, is its role and
+    text, without serializing it. None for what is not a ``ChatMessage`` or does not
+    serialize (``message_of`` says why)."""
+    if type(message) is ChatMessage and message.__pydantic_extra__ is None:
+        kwargs, blocks, role = message.additional_kwargs, message.blocks, message.role
+        if type(kwargs) is dict and not kwargs and type(blocks) is list and len(blocks) == 1:
+            block = blocks[0]
+            if (type(block) is TextBlock and block.__pydantic_extra__ is None and type(role) is MessageRole
+                    and block.block_type == "text" and type(block.text) is str):
+                return role, block.text
+    if not isinstance(message, ChatMessage):
+        return None
+    try:
+        return message.__pydantic_serializer__.to_json(message)
+    except PydanticSerializationError:
+        return None
+
+
+def _check_list(messages: Any) -> None:
+    if isinstance(messages, (str, bytes, ChatMessage)) or not isinstance(messages, Sequence):
+        raise InvalidArgumentError("messages must be a list of ChatMessage")
 
 
 def _same(stored: Message, row: Mapping[str, Any]) -> bool:
