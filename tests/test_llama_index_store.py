@@ -518,6 +518,49 @@ def test_db_store_reads_are_not_changed_by_what_their_reader_writes_into_them(db
     assert [m.content for m in run(db_store.get_messages("user1"))] == ["hello"]
 
 
+def test_db_store_reads_share_nothing_with_each_other(db_store, memory):
+    run(db_store.add_messages("k", EVERY_KIND))
+    first = run(db_store.get_messages("k", status=None))
+    assert first == EVERY_KIND
+    first[2].additional_kwargs["user_id"] = 8
+    first[3].blocks[2].tool_kwargs["index"] = 2
+    first[5].additional_kwargs["tool_calls"][0]["id"] = "y"
+    first[6].blocks[0].text = "changed"
+    for status in (None, MessageStatus.ACTIVE):
+        again = run(db_store.get_messages("k", status=status))
+        assert again == EVERY_KIND and all(a is not b for a, b in zip(again, first))
+    assert [m.model_dump() for m in again] == [m.model_dump() for m in EVERY_KIND]
+    assert [m.model_fields_set for m in again] == [integration.chat_message(m).model_fields_set
+                                                   for m in memory.recall("k", per_page=False).messages]
+    assert run(db_store.delete_message("k", 5)) == EVERY_KIND[5]
+    assert run(db_store.archive_oldest_messages("k", 1)) == EVERY_KIND[:1]
+
+
+@pytest.mark.parametrize("writer", ["update", "archive", "delete", "insert before", "other store"])
+def test_db_store_reads_follow_other_writers(db_store, store, memory, writer):
+    run(db_store.add_messages("k", [msg("q1"), msg("a1", "assistant"), msg("q2")]))
+    for status in (None, MessageStatus.ACTIVE, MessageStatus.ARCHIVED):
+        run(db_store.get_messages("k", status=status))
+    first = memory.recall("k", per_page=False).messages
+    if writer == "update":
+        memory.update_messages([{"id": first[1].id, "content": "a1, by someone else"}])
+    elif writer == "archive":
+        memory.update_messages([{"id": first[0].id, "metadata": {"status": "archived"}}])
+    elif writer == "delete":
+        memory.delete_messages([first[2].id])
+    elif writer == "insert before":
+        memory.save_messages([{"thread_id": "k", "role": "user", "content": "early",
+                               "created_at": first[0].created_at - timedelta(seconds=1),
+                               "metadata": {"status": "active"}}])
+    else:
+        store.set_messages("k", [msg("q1"), msg("a1, elsewhere", "assistant")])
+    for status in (None, "active", "archived"):
+        wanted = [integration.chat_message(m) for m in memory.recall(
+            "k", per_page=False, filter={"metadata": {"status": status}} if status else None).messages]
+        assert run(db_store.get_messages("k", status=status)) == wanted, status
+        assert run(db_store.count_messages("k", status=status)) == len(wanted), status
+
+
 def test_db_store_set_and_delete(db_store):
     run(db_store.add_messages("k", [msg("initial"), msg("other")]))
     run(db_store.set_messages("k", [msg("replaced1"), msg("replaced2")]))

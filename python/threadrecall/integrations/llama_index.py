@@ -13,6 +13,7 @@ stores read and write the same messages.
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from pydantic_core import PydanticSerializationError
 from ..errors import InvalidArgumentError, ResourceMismatchError
 from ..memory import Memory
 from ..recall import check_thread_id
-from ..storage.rows import messages_of
+from ..storage.rows import MessageRow, messages_of
 from ..types import Message, Thread
 from .conversions import Conversions
 from .parts import PartCodec
@@ -48,6 +49,8 @@ _PARTS = PartCodec(KEY, {
                                       ("tool_invocation", "args"): "tool_kwargs"}),
 }, tag="block_type", fixed={"tool_call": {"tool_invocation": {"state": "call"}}})
 
+_MESSAGE = operator.attrgetter("message")  # of a _Built
+
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
           "tool": "tool", "function": "tool", "chatbot": "assistant", "model": "assistant"}
 
@@ -58,6 +61,7 @@ class _Threads:
     if TYPE_CHECKING:
         memory: Memory
         resource_id: str | None
+        _reads: dict[str | None, Conversions[_Built]]  # by the status read (None: any)
 
     def _resource(self, key: str) -> str:
         return self.resource_id or key
@@ -73,18 +77,17 @@ class _Threads:
             row["metadata"]["status"] = status
         return rows
 
-    def _stored(self, key: str, status: str | None = None) -> list[Message]:
+    def _stored_rows(self, key: str, status: str | None = None) -> list[MessageRow]:
+        """The key's stored messages with ``status`` (any when None), oldest first, undecoded."""
         if self._owned(self._thread(key)) is None:
             return []
-        found = self.memory.recall(key, per_page=False,
-                                   filter={"metadata": {"status": status}} if status else None)
-        return found.messages
+        return self.memory._thread_rows(key, metadata={"status": status} if status else None)
 
-    def _stored_rows(self, key: str) -> list[Any]:
-        """The stored rows of ``_stored(key)``, undecoded (for ``Conversions``)."""
-        if self._owned(self._thread(key)) is None:
-            return []
-        return self.memory._thread_rows(key)
+    def _read(self, key: str, status: str | None = None) -> tuple[list[MessageRow], list[_Built]]:
+        """``_stored_rows``, and the ``_Built`` of each row: decoded and built only for the
+        rows added or changed since the previous read with this status (``Conversions``)."""
+        rows = self._stored_rows(key, status)
+        return rows, self._reads[status].of_rows(rows, key)
 
     def _append(self, key: str, rows: list[dict[str, Any]]) -> None:
         with self.memory.transaction():
@@ -115,12 +118,26 @@ class _Threads:
 
     def _kept(self, key: str, messages: Sequence[ChatMessage], status: str) -> int | None:
         """How many stored messages ``_replace`` keeps: all of them when they are the first of
-        ``messages`` as saving those would store them, else None."""
-        stored = self._stored(key)
-        if len(stored) > len(messages):
+        ``messages`` as saving those would store them, else None.
+
+        A message is compared by its fingerprint with that of the message built from the
+        stored one at the last read: the same fingerprint gives the same row, so only the
+        messages that differ from what was read are converted and compared with the stored
+        ones (and whether a message built from a stored one stores it again is asked once)."""
+        rows, built = self._read(key)
+        if len(built) > len(messages):
             return None
-        rows = self._rows(key, messages[:len(stored)], status)
-        return len(stored) if all(map(_same, stored, rows)) else None
+        active = status == MessageStatus.ACTIVE.value
+        for row, known, message in zip(rows, built, messages):
+            unchanged = known.fingerprint is not None and _fingerprint(message) == known.fingerprint
+            if unchanged and active and known.same:
+                continue
+            same = _same(messages_of([row])[0], self._rows(key, [message], status)[0])
+            if unchanged and active:
+                known.same = same
+            if not same:
+                return None
+        return len(built)
 
     def _owned(self, key: str) -> Thread | None:
         """The key's thread (None when it does not exist); another resource's is refused."""
@@ -151,11 +168,11 @@ class ThreadRecallChatStore(_Threads, BaseChatStore):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     memory: Any = Field(exclude=True)
     resource_id: str | None = None
-    _converted: Conversions[_Built] = PrivateAttr()
+    _reads: dict[str | None, Conversions[_Built]] = PrivateAttr()
 
     def __init__(self, memory: Memory, *, resource_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(memory=memory, resource_id=resource_id, **kwargs)  # type: ignore[call-arg]
-        self._converted = Conversions(_Built)
+        self._reads = {None: Conversions(_Built)}
 
     @classmethod
     def class_name(cls) -> str:
@@ -169,28 +186,7 @@ class ThreadRecallChatStore(_Threads, BaseChatStore):
     def get_messages(self, key: str) -> list[ChatMessage]:
         """The key's messages, oldest first ([] for an unknown key). A read decodes and builds
         only the messages added or changed since the key's previous read (``Conversions``)."""
-        return [built.message for built in self._converted.of_rows(self._stored_rows(key), key)]
-
-    def _kept(self, key: str, messages: Sequence[ChatMessage], status: str) -> int | None:
-        """``_Threads._kept``, comparing a message by its fingerprint with that of the message
-        built from the stored one (kept from the previous read): the same fingerprint gives
-        the same row, so only the messages that differ from what was read are converted and
-        compared with the stored ones. (``known.same`` is for messages set as active, the
-        only status this store sets.)"""
-        rows = self.memory._thread_rows(key)
-        built = self._converted.of_rows(rows, key)
-        if len(built) > len(messages):
-            return None
-        for row, known, message in zip(rows, built, messages):
-            unchanged = known.fingerprint is not None and _fingerprint(message) == known.fingerprint
-            if unchanged and known.same:
-                continue
-            same = _same(messages_of([row])[0], self._rows(key, [message], status)[0])
-            if unchanged:
-                known.same = same
-            if not same:
-                return None
-        return len(built)
+        return list(map(_MESSAGE, self._read(key)[1]))
 
     def add_message(self, key: str, message: ChatMessage, idx: int | None = None) -> None:
         """Append a message (or insert it at ``idx``)."""
@@ -215,11 +211,11 @@ class ThreadRecallChatStore(_Threads, BaseChatStore):
     def delete_message(self, key: str, idx: int) -> ChatMessage | None:
         """Remove the message at position ``idx`` and return it (None when there is none)."""
         with self.memory.transaction():
-            stored = self._stored(key)
-            if not isinstance(idx, int) or not -len(stored) <= idx < len(stored):
+            rows = self._stored_rows(key)
+            if not isinstance(idx, int) or not -len(rows) <= idx < len(rows):
                 return None
-            self.memory.delete_messages([stored[idx].id])
-        return chat_message(stored[idx])
+            self.memory.delete_messages([rows[idx][0]])
+        return chat_message(messages_of([rows[idx]])[0])
 
     def delete_last_message(self, key: str) -> ChatMessage | None:
         """Remove the newest message and return it (None when there is none)."""
@@ -270,8 +266,11 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
     memory: Any = Field(exclude=True)
     resource_id: str | None = None
 
+    _reads: dict[str | None, Conversions[_Built]] = PrivateAttr()
+
     def __init__(self, memory: Memory, *, resource_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(memory=memory, resource_id=resource_id, **kwargs)  # type: ignore[call-arg]
+        self._reads = {status: Conversions(_Built) for status in (None, "active", "archived")}
 
     @classmethod
     def class_name(cls) -> str:
@@ -283,15 +282,15 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
         for name, value in (("limit", limit), ("offset", offset)):
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise InvalidArgumentError(f"{name} must be a non-negative integer")
-        stored = await _in_transaction(self.memory, self._stored, key, _status(status))
+        _, built = await _in_transaction(self.memory, self._read, key, _status(status))
         start = offset or 0
         end = None if limit is None else start + limit
-        # Built anew on every read: llama_index's Memory writes its memory blocks into the
+        # Copied on every read: llama_index's Memory writes its memory blocks into the
         # messages it gets, which a shared object would carry into the next read.
-        return [chat_message(m) for m in stored[start:end]]
+        return [_fresh(b) for b in built[start:end]]
 
     async def count_messages(self, key: str, status: MessageStatus | None = MessageStatus.ACTIVE) -> int:
-        return len(await _in_transaction(self.memory, self._stored, key, _status(status)))
+        return len(await _in_transaction(self.memory, self._stored_rows, key, _status(status)))
 
     async def add_message(self, key: str, message: ChatMessage,
                           status: MessageStatus = MessageStatus.ACTIVE) -> None:
@@ -309,15 +308,14 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
 
     async def delete_message(self, key: str, idx: int) -> ChatMessage | None:
         """Remove the message at position ``idx`` (among all statuses) and return it."""
-        def pop() -> Message | None:
-            stored = self._stored(key)
-            if not isinstance(idx, int) or not -len(stored) <= idx < len(stored):
+        def pop() -> ChatMessage | None:
+            rows, built = self._read(key)
+            if not isinstance(idx, int) or not -len(rows) <= idx < len(rows):
                 return None
-            self.memory.delete_messages([stored[idx].id])
-            return stored[idx]
+            self.memory.delete_messages([rows[idx][0]])
+            return _fresh(built[idx])
 
-        gone = await _in_transaction(self.memory, pop)
-        return None if gone is None else chat_message(gone)
+        return await _in_transaction(self.memory, pop)  # type: ignore[no-any-return]
 
     async def delete_messages(self, key: str, status: MessageStatus | None = None) -> None:
         def delete() -> None:
@@ -325,25 +323,28 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
                 if self._owned(self._thread(key)) is not None:
                     self.memory.delete_thread(key)
                 return
-            self.memory.delete_messages([m.id for m in self._stored(key, _status(status))])
+            self.memory.delete_messages([row[0] for row in self._stored_rows(key, _status(status))])
 
         await _in_transaction(self.memory, delete)
 
     async def delete_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
-        def delete() -> list[Message]:
-            oldest = self._stored(key, "active")[:_count(n)]
-            self.memory.delete_messages([m.id for m in oldest])
-            return oldest
+        def delete() -> list[ChatMessage]:
+            rows, built = self._read(key, "active")
+            oldest = _count(n)
+            self.memory.delete_messages([row[0] for row in rows[:oldest]])
+            return [_fresh(b) for b in built[:oldest]]
 
-        return [chat_message(m) for m in await _in_transaction(self.memory, delete)]
+        return await _in_transaction(self.memory, delete)  # type: ignore[no-any-return]
 
     async def archive_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
-        def archive() -> list[Message]:
-            oldest = self._stored(key, "active")[:_count(n)]
-            self.memory.update_messages([{"id": m.id, "metadata": {"status": "archived"}} for m in oldest])
-            return oldest
+        def archive() -> list[ChatMessage]:
+            rows, built = self._read(key, "active")
+            oldest = _count(n)
+            self.memory.update_messages([{"id": row[0], "metadata": {"status": "archived"}}
+                                         for row in rows[:oldest]])
+            return [_fresh(b) for b in built[:oldest]]
 
-        return [chat_message(m) for m in await _in_transaction(self.memory, archive)]
+        return await _in_transaction(self.memory, archive)  # type: ignore[no-any-return]
 
     async def get_keys(self) -> list[str]:
         return await _in_transaction(self.memory, self._keys)
@@ -359,15 +360,17 @@ async def _in_transaction(memory: Memory, call: Any, *args: Any) -> Any:
 
 
 class _Built:
-    """The ``ChatMessage`` built from a stored message, with its fingerprint as built, and
-    whether setting it again (as active) would store that very message (None until a
-    ``set_messages`` has compared them; it holds while the stored message is unchanged,
-    which is while ``Conversions`` gives back this object for it)."""
+    """The ``ChatMessage`` built from a stored message, the fields it was built from (to build
+    more copies), its fingerprint as built, and whether setting it again (as active) would
+    store that very message (None until a ``set_messages`` has compared them; it holds
+    while the stored message is unchanged, which is while ``Conversions`` gives back this
+    object for it)."""
 
-    __slots__ = ("message", "fingerprint", "same")
+    __slots__ = ("data", "message", "fingerprint", "same")
 
     def __init__(self, stored: Message) -> None:
-        self.message = chat_message(stored)
+        self.data = _chat_data(stored)
+        self.message = ChatMessage.model_validate(_copied(self.data))
         self.fingerprint = _fingerprint(self.message)
         self.same: bool | None = None
 
@@ -391,6 +394,20 @@ def _fingerprint(message: Any) -> tuple[MessageRole, str] | bytes | None:
         return message.__pydantic_serializer__.to_json(message)
     except PydanticSerializationError:
         return None
+
+
+def _fresh(built: _Built) -> ChatMessage:
+    """A ``ChatMessage`` built as ``built.message`` was, sharing nothing with it."""
+    return ChatMessage.model_validate(_copied(built.data))
+
+
+def _copied(value: Any) -> Any:
+    """A copy of JSON values (what ``_chat_data`` gives) whose dicts and lists are its own."""
+    if type(value) is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copied(v) for v in value]
+    return value
 
 
 def _check_list(messages: Any) -> None:
@@ -441,10 +458,15 @@ def message_of(message: ChatMessage) -> dict[str, Any]:
 def chat_message(message: Message) -> ChatMessage:
     """The ``ChatMessage`` a stored message keeps (or, for a message saved by other means, the
     nearest one: its role and text)."""
+    return ChatMessage.model_validate(_chat_data(message))
+
+
+def _chat_data(message: Message) -> dict[str, Any]:
+    """The fields of ``chat_message(message)``, as JSON values."""
     envelope = message.metadata.get(KEY)
     if not isinstance(envelope, Mapping) or envelope.get("blocks") != []:
-        return ChatMessage(role=message.role, blocks=[TextBlock(text=message.text)])
+        return {"role": message.role, "blocks": [{"block_type": "text", "text": message.text}]}
     data = dict(envelope)
     data["blocks"] = [_PARTS.decode(p) or {"block_type": "text", "text": p.get("text", "")}
                       for p in message.content.parts]
-    return ChatMessage.model_validate(data)
+    return data
