@@ -270,7 +270,7 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
 
     def __init__(self, memory: Memory, *, resource_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(memory=memory, resource_id=resource_id, **kwargs)  # type: ignore[call-arg]
-        self._reads = {status: Conversions(_Built) for status in (None, "active", "archived")}
+        self._reads = {status: Conversions(_Copied) for status in (None, "active", "archived")}
 
     @classmethod
     def class_name(cls) -> str:
@@ -360,19 +360,30 @@ async def _in_transaction(memory: Memory, call: Any, *args: Any) -> Any:
 
 
 class _Built:
-    """The ``ChatMessage`` built from a stored message, the fields it was built from (to build
-    more copies), its fingerprint as built, and whether setting it again (as active) would
-    store that very message (None until a ``set_messages`` has compared them; it holds
-    while the stored message is unchanged, which is while ``Conversions`` gives back this
-    object for it)."""
+    """The ``ChatMessage`` built from a stored message, its fingerprint as built, and whether
+    setting it again (as active) would store that very message (None until a
+    ``set_messages`` has compared them; it holds while the stored message is unchanged,
+    which is while ``Conversions`` gives back this object for it). A ``_Copied`` also keeps
+    the fields the message was built from, to build copies of it."""
 
     __slots__ = ("data", "message", "fingerprint", "same")
+    data: dict[str, Any] | None
+
+    def __init__(self, stored: Message) -> None:
+        self.data = None
+        self.message = chat_message(stored)
+        self.fingerprint = _fingerprint(self.message)
+        self.same: bool | None = None
+
+
+class _Copied(_Built):
+    __slots__ = ()
 
     def __init__(self, stored: Message) -> None:
         self.data = _chat_data(stored)
         self.message = ChatMessage.model_validate(_copied(self.data))
         self.fingerprint = _fingerprint(self.message)
-        self.same: bool | None = None
+        self.same = None
 
 
 def _fingerprint(message: Any) -> tuple[MessageRole, str] | bytes | None:
@@ -397,7 +408,9 @@ def _fingerprint(message: Any) -> tuple[MessageRole, str] | bytes | None:
 
 
 def _fresh(built: _Built) -> ChatMessage:
-    """A ``ChatMessage`` built as ``built.message`` was, sharing nothing with it."""
+    """A ``ChatMessage`` built as ``built.message`` was (``built`` is a ``_Copied``), sharing
+    nothing with it."""
+    assert built.data is not None
     return ChatMessage.model_validate(_copied(built.data))
 
 
