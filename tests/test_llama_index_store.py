@@ -324,7 +324,8 @@ def test_set_messages_of_the_history_rearranged_replaces_it(store, memory, chang
               "one dropped": [history[0], *history[2:]], "empty": []}[change]
     store.set_messages("k", wanted)
     assert store.get_messages("k") == wanted
-    assert set(ids).isdisjoint(ids_of(memory, "k")) and stored_as(memory, "k") == [saved_as(m) for m in wanted]
+    assert set(ids).isdisjoint(ids_of(memory, "k"))
+    assert stored_as(memory, "k") == [saved_as(m) for m in wanted]
 
 
 @pytest.mark.parametrize("writer", ["update", "archive", "delete", "insert before", "other store"])
@@ -343,7 +344,8 @@ def test_set_messages_after_another_writer_changed_the_thread(store, db_store, m
         memory.save_messages([{"thread_id": "k", "role": "user", "content": "early",
                                "created_at": first[0].created_at - timedelta(seconds=1)}])
     else:
-        ThreadRecallChatStore(memory).set_messages("k", [msg("q1"), msg("a1, elsewhere", "assistant"), msg("q2")])
+        other = ThreadRecallChatStore(memory)
+        other.set_messages("k", [msg("q1"), msg("a1, elsewhere", "assistant"), msg("q2")])
     wanted = [*history, msg("a2", "assistant")]
     store.set_messages("k", wanted)
     assert store.get_messages("k") == wanted
