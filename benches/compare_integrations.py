@@ -310,6 +310,35 @@ def llama_index_history(bench: Bench) -> dict[str, Turn]:
             "threadrecall": turn_on(ThreadRecallChatStore(bench.memory()))}
 
 
+def llama_index_memory(bench: Bench) -> dict[str, Turn]:
+    """An agent's turn on LlamaIndex's ``Memory`` (the one with a queue and an archive): put
+    the question, get the history, put the answer; on its default ``SQLAlchemyChatStore``
+    (SQLite in memory) and on ``ThreadRecallDBChatStore``."""
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.memory import Memory as LlamaMemory
+    from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
+
+    from threadrecall.integrations.llama_index import ThreadRecallDBChatStore
+
+    def turn_on(store: Any) -> Turn:
+        loop = asyncio.new_event_loop()
+        memory = LlamaMemory.from_defaults(session_id="bench", chat_store=store, token_limit=100_000)
+        loop.run_until_complete(memory.aput_messages([m for i in range(20) for m in (
+            ChatMessage(role="user", content=f"Question {i}: what is the weather in city {i}?"),
+            ChatMessage(role="assistant", content=f"It is sunny in city {i}."))]))
+        questions = itertools.count()
+
+        async def turn() -> None:
+            i = next(questions)
+            await memory.aput(ChatMessage(role="user", content=f"Question {i}"))
+            await memory.aget()
+            await memory.aput(ChatMessage(role="assistant", content=f"Answer {i}"))
+        return lambda: loop.run_until_complete(turn())
+
+    return {"SQLAlchemyChatStore": turn_on(SQLAlchemyChatStore(table_name="bench")),
+            "threadrecall": turn_on(ThreadRecallDBChatStore(bench.memory()))}
+
+
 def floor(bench: Bench) -> dict[str, Turn]:
     """The durable-write floor: what one commit costs on this disk, and what of it is the
     statement rather than the disk (the same insert into an in-memory database)."""
@@ -360,6 +389,7 @@ FRAMEWORKS: dict[str, Callable[[Bench], dict[str, Turn]]] = {
     "langchain": langchain,
     "llama-index": llama_index,
     "llama-index-history": llama_index_history,
+    "llama-index-memory": llama_index_memory,
 }
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import doctest
+import random
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -250,6 +252,164 @@ def test_set_messages_of_any_other_list_replaces_the_stored_ones(store, db_store
     assert store.get_keys() == ["k"]
 
 
+def ids_of(memory, key: str) -> list[str]:
+    return [m.id for m in memory.recall(key, per_page=False).messages]
+
+
+def saved_as(message: ChatMessage) -> tuple[Any, ...]:
+    """What a store set to ``message`` stores of it (role, parts, metadata)."""
+    row = integration.message_of(message)
+    return row["role"], row["content"]["parts"], {**row["metadata"], "status": "active"}
+
+
+def stored_as(memory, key: str) -> list[tuple[Any, ...]]:
+    return [(m.role, m.content.parts, m.metadata) for m in memory.recall(key, per_page=False).messages]
+
+
+def test_set_messages_keeps_stored_messages_equal_to_fresh_ones(store, memory):
+    # a stateless server rebuilds the history it gets from its client: new objects, equal ones
+    store.set_messages("k", EVERY_KIND)
+    ids = ids_of(memory, "k")
+    fresh = [ChatMessage.model_validate_json(m.model_dump_json()) for m in store.get_messages("k")]
+    assert all(a is not b for a, b in zip(fresh, store.get_messages("k")))
+    store.set_messages("k", [*fresh, msg("next")])
+    assert ids_of(memory, "k")[:len(ids)] == ids and len(ids_of(memory, "k")) == len(ids) + 1
+    assert store.get_messages("k") == [*EVERY_KIND, msg("next")]
+
+
+@pytest.mark.parametrize("change", [
+    "tool argument", "kwargs nested", "image detail", "thinking tokens", "text", "role", "new block",
+    "fresh copy, tool argument"])
+def test_set_messages_stores_a_change_deep_inside_a_message(store, memory, db, change):
+    store.set_messages("k", EVERY_KIND)
+    history = store.get_messages("k")
+    store.set_messages("k", history)  # compared once unchanged: the store knows them as stored
+    ids = ids_of(memory, "k")
+    if change == "tool argument":
+        history[3].blocks[2].tool_kwargs["index"] = 2
+    elif change == "kwargs nested":
+        history[5].additional_kwargs["tool_calls"][0]["id"] = "y"
+    elif change == "image detail":
+        history[2].blocks[1].detail = "low"
+    elif change == "thinking tokens":
+        history[3].blocks[0].num_tokens = 6
+    elif change == "text":
+        history[6].blocks[0].text = "old role, edited"
+    elif change == "role":
+        history[0].role = "user"
+    elif change == "new block":
+        history[7].blocks.append(TextBlock(text="more"))
+    else:
+        history = [m.model_copy(deep=True) for m in history]
+        history[3].blocks[2].tool_kwargs["index"] = 2
+    wanted = [m.model_copy(deep=True) for m in history]
+    store.set_messages("k", history)
+    assert set(ids).isdisjoint(ids_of(memory, "k"))
+    assert stored_as(memory, "k") == [saved_as(m) for m in wanted]
+    memory.close()
+    reopened = Memory(storage=DuckDBStorage(db))
+    try:
+        assert ThreadRecallChatStore(reopened).get_messages("k") == wanted
+    finally:
+        reopened.close()
+
+
+@pytest.mark.parametrize("change", ["shorter", "reordered", "one dropped", "empty"])
+def test_set_messages_of_the_history_rearranged_replaces_it(store, memory, change):
+    store.set_messages("k", [msg("q1"), msg("a1", "assistant"), msg("q2"), msg("a2", "assistant")])
+    history = store.get_messages("k")
+    store.set_messages("k", history)
+    ids = ids_of(memory, "k")
+    wanted = {"shorter": history[:3], "reordered": [history[1], history[0], *history[2:]],
+              "one dropped": [history[0], *history[2:]], "empty": []}[change]
+    store.set_messages("k", wanted)
+    assert store.get_messages("k") == wanted
+    assert set(ids).isdisjoint(ids_of(memory, "k"))
+    assert stored_as(memory, "k") == [saved_as(m) for m in wanted]
+
+
+@pytest.mark.parametrize("writer", ["update", "archive", "delete", "insert before", "other store"])
+def test_set_messages_after_another_writer_changed_the_thread(store, db_store, memory, writer):
+    store.set_messages("k", [msg("q1"), msg("a1", "assistant"), msg("q2")])
+    history = store.get_messages("k")
+    store.set_messages("k", history)
+    first = memory.recall("k", per_page=False).messages
+    if writer == "update":
+        memory.update_messages([{"id": first[1].id, "content": "a1, by someone else"}])
+    elif writer == "archive":
+        run(db_store.archive_oldest_messages("k", 1))
+    elif writer == "delete":
+        memory.delete_messages([first[2].id])
+    elif writer == "insert before":
+        memory.save_messages([{"thread_id": "k", "role": "user", "content": "early",
+                               "created_at": first[0].created_at - timedelta(seconds=1)}])
+    else:
+        other = ThreadRecallChatStore(memory)
+        other.set_messages("k", [msg("q1"), msg("a1, elsewhere", "assistant"), msg("q2")])
+    wanted = [*history, msg("a2", "assistant")]
+    store.set_messages("k", wanted)
+    assert store.get_messages("k") == wanted
+    assert stored_as(memory, "k") == [saved_as(m) for m in wanted]
+    if writer == "delete":  # what is left is the first of the list: it stays
+        assert ids_of(memory, "k")[:2] == [m.id for m in first[:2]] and len(ids_of(memory, "k")) == 4
+    else:
+        assert {m.id for m in first}.isdisjoint(ids_of(memory, "k"))
+
+
+def test_set_messages_replaces_messages_saved_by_other_means(store, memory):
+    store.add_message("k", msg("q1"))
+    memory.save_messages([{"thread_id": "k", "role": "assistant", "content": "typed elsewhere"}])
+    history = store.get_messages("k")
+    ids = ids_of(memory, "k")
+    store.set_messages("k", history)  # what the store reads of the second one would store it otherwise
+    assert set(ids).isdisjoint(ids_of(memory, "k"))
+    assert stored_as(memory, "k") == [saved_as(m) for m in history]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_set_messages_keeps_the_stored_messages_exactly_when_they_begin_the_list(store, memory, seed):
+    """Random edits of a read history (in place, on copies, moves, cuts, additions): the stored
+    messages stay exactly when each is what saving its place in the new list would store."""
+    rng = random.Random(seed)
+    plain = [msg(f"q{i}") if i % 2 == 0 else msg(f"a{i}", "assistant") for i in range(6)]
+    store.set_messages("k", [*EVERY_KIND, *plain])
+    for _ in range(25):
+        history = store.get_messages("k")
+        stored = stored_as(memory, "k")
+        ids = ids_of(memory, "k")
+        edit = rng.choice(["none", "copy", "text", "kwargs", "same value", "tool", "swap", "cut", "add"])
+        new = list(history)
+        i = rng.randrange(len(new))
+        if edit == "copy":
+            new[i] = new[i].model_copy(deep=True)
+        elif edit == "text" and new[i].blocks and isinstance(new[i].blocks[0], TextBlock):
+            new[i].blocks[0].text += rng.choice(["", "!"])
+        elif edit == "kwargs":
+            new[i].additional_kwargs[rng.choice(["user_id", "extra"])] = rng.choice([7, 7.0, True, "7"])
+        elif edit == "same value":
+            new[i] = new[i].model_copy(update={"additional_kwargs": dict(new[i].additional_kwargs)})
+        elif edit == "tool":
+            for block in (b for m in new for b in m.blocks if isinstance(b, ToolCallBlock)):
+                block.tool_kwargs["index"] = rng.choice([1, 2])
+        elif edit == "swap":
+            j = rng.randrange(len(new))
+            new[i], new[j] = new[j], new[i]
+        elif edit == "cut":
+            new = new[:rng.randrange(len(new) + 1)] or [msg("only")]
+        if edit == "add" or rng.random() < 0.5:
+            new.append(msg(f"more {rng.random()}", rng.choice(["user", "assistant"])))
+        wanted = [m.model_copy(deep=True) for m in new]
+        kept = len(stored) <= len(new) and all(saved_as(m) == s for m, s in zip(new, stored))
+        store.set_messages("k", new)
+        after = ids_of(memory, "k")
+        if kept:
+            assert after[:len(ids)] == ids and stored_as(memory, "k")[:len(stored)] == stored, (seed, edit)
+        else:
+            assert set(ids).isdisjoint(after), (seed, edit)
+        assert stored_as(memory, "k") == [saved_as(m) for m in wanted], (seed, edit)
+        assert store.get_messages("k") == wanted, (seed, edit)
+
+
 def test_non_ascii_text(store, memory, db):
     store.add_message("user1", msg("ハロー héllo"))
     memory.close()
@@ -358,6 +518,49 @@ def test_db_store_reads_are_not_changed_by_what_their_reader_writes_into_them(db
     first = run(db_store.get_messages("user1"))
     first[0].blocks = [TextBlock(text="<memory>"), *first[0].blocks]
     assert [m.content for m in run(db_store.get_messages("user1"))] == ["hello"]
+
+
+def test_db_store_reads_share_nothing_with_each_other(db_store, memory):
+    run(db_store.add_messages("k", EVERY_KIND))
+    first = run(db_store.get_messages("k", status=None))
+    assert first == EVERY_KIND
+    first[2].additional_kwargs["user_id"] = 8
+    first[3].blocks[2].tool_kwargs["index"] = 2
+    first[5].additional_kwargs["tool_calls"][0]["id"] = "y"
+    first[6].blocks[0].text = "changed"
+    for status in (None, MessageStatus.ACTIVE):
+        again = run(db_store.get_messages("k", status=status))
+        assert again == EVERY_KIND and all(a is not b for a, b in zip(again, first))
+    assert [m.model_dump() for m in again] == [m.model_dump() for m in EVERY_KIND]
+    assert [m.model_fields_set for m in again] == [integration.chat_message(m).model_fields_set
+                                                   for m in memory.recall("k", per_page=False).messages]
+    assert run(db_store.delete_message("k", 5)) == EVERY_KIND[5]
+    assert run(db_store.archive_oldest_messages("k", 1)) == EVERY_KIND[:1]
+
+
+@pytest.mark.parametrize("writer", ["update", "archive", "delete", "insert before", "other store"])
+def test_db_store_reads_follow_other_writers(db_store, store, memory, writer):
+    run(db_store.add_messages("k", [msg("q1"), msg("a1", "assistant"), msg("q2")]))
+    for status in (None, MessageStatus.ACTIVE, MessageStatus.ARCHIVED):
+        run(db_store.get_messages("k", status=status))
+    first = memory.recall("k", per_page=False).messages
+    if writer == "update":
+        memory.update_messages([{"id": first[1].id, "content": "a1, by someone else"}])
+    elif writer == "archive":
+        memory.update_messages([{"id": first[0].id, "metadata": {"status": "archived"}}])
+    elif writer == "delete":
+        memory.delete_messages([first[2].id])
+    elif writer == "insert before":
+        memory.save_messages([{"thread_id": "k", "role": "user", "content": "early",
+                               "created_at": first[0].created_at - timedelta(seconds=1),
+                               "metadata": {"status": "active"}}])
+    else:
+        store.set_messages("k", [msg("q1"), msg("a1, elsewhere", "assistant")])
+    for status in (None, "active", "archived"):
+        wanted = [integration.chat_message(m) for m in memory.recall(
+            "k", per_page=False, filter={"metadata": {"status": status}} if status else None).messages]
+        assert run(db_store.get_messages("k", status=status)) == wanted, status
+        assert run(db_store.count_messages("k", status=status)) == len(wanted), status
 
 
 def test_db_store_set_and_delete(db_store):

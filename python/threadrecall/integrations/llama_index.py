@@ -13,17 +13,20 @@ stores read and write the same messages.
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from llama_index.core.base.llms.types import ChatMessage, TextBlock
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.storage.chat_store.base import BaseChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
+from pydantic_core import PydanticSerializationError
 
 from ..errors import InvalidArgumentError, ResourceMismatchError
 from ..memory import Memory
 from ..recall import check_thread_id
+from ..storage.rows import MessageRow, messages_of
 from ..types import Message, Thread
 from .conversions import Conversions
 from .parts import PartCodec
@@ -46,6 +49,8 @@ _PARTS = PartCodec(KEY, {
                                       ("tool_invocation", "args"): "tool_kwargs"}),
 }, tag="block_type", fixed={"tool_call": {"tool_invocation": {"state": "call"}}})
 
+_MESSAGE = operator.attrgetter("message")  # of a _Built
+
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
           "tool": "tool", "function": "tool", "chatbot": "assistant", "model": "assistant"}
 
@@ -56,6 +61,7 @@ class _Threads:
     if TYPE_CHECKING:
         memory: Memory
         resource_id: str | None
+        _reads: dict[str | None, Conversions[_Built]]  # by the status read (None: any)
 
     def _resource(self, key: str) -> str:
         return self.resource_id or key
@@ -64,26 +70,24 @@ class _Threads:
         return check_thread_id(key)
 
     def _rows(self, key: str, messages: Sequence[ChatMessage], status: str) -> list[dict[str, Any]]:
-        if isinstance(messages, (str, bytes, ChatMessage)) or not isinstance(messages, Sequence):
-            raise InvalidArgumentError("messages must be a list of ChatMessage")
+        _check_list(messages)
         rows = [message_of(m) for m in messages]
         for row in rows:
             row["thread_id"], row["resource_id"] = key, self._resource(key)
             row["metadata"]["status"] = status
         return rows
 
-    def _stored(self, key: str, status: str | None = None) -> list[Message]:
+    def _stored_rows(self, key: str, status: str | None = None) -> list[MessageRow]:
+        """The key's stored messages with ``status`` (any when None), oldest first, undecoded."""
         if self._owned(self._thread(key)) is None:
             return []
-        found = self.memory.recall(key, per_page=False,
-                                   filter={"metadata": {"status": status}} if status else None)
-        return found.messages
+        return self.memory._thread_rows(key, metadata={"status": status} if status else None)
 
-    def _stored_rows(self, key: str) -> list[Any]:
-        """The stored rows of ``_stored(key)``, undecoded (for ``Conversions``)."""
-        if self._owned(self._thread(key)) is None:
-            return []
-        return self.memory._thread_rows(key)
+    def _read(self, key: str, status: str | None = None) -> tuple[list[MessageRow], list[_Built]]:
+        """``_stored_rows``, and the ``_Built`` of each row: decoded and built only for the
+        rows added or changed since the previous read with this status (``Conversions``)."""
+        rows = self._stored_rows(key, status)
+        return rows, self._reads[status].of_rows(rows, key)
 
     def _append(self, key: str, rows: list[dict[str, Any]]) -> None:
         with self.memory.transaction():
@@ -92,20 +96,48 @@ class _Threads:
             if rows:
                 self.memory.save_messages(rows, keep_system=True)
 
-    def _replace(self, key: str, rows: list[dict[str, Any]]) -> None:
-        """Make ``rows`` the key's messages, in one transaction. Stored messages that are the
-        first of ``rows`` as they are (a caller setting the history it read, with new
-        messages after it) stay, and only the rest is written; any other list replaces the
-        thread's messages."""
+    def _replace(self, key: str, messages: Sequence[ChatMessage], status: str) -> None:
+        """Make ``messages`` the key's messages, in one transaction. Stored messages that are
+        the first of ``messages`` as saving them would store them (a caller setting the
+        history it read, with new messages after it) stay, and only the rest is written; any
+        other list replaces the thread's messages."""
+        _check_list(messages)
         with self.memory.transaction():
             thread = self._owned(key)
             if thread is not None:
-                stored = self._stored(key) if thread.metadata.items() >= THREAD_MARK.items() else None
-                if stored is not None and len(stored) <= len(rows) and all(map(_same, stored, rows)):
-                    self._append(key, rows[len(stored):])
+                marked = thread.metadata.items() >= THREAD_MARK.items()
+                kept = self._kept(key, messages, status) if marked else None
+                if kept is not None:
+                    self._append(key, self._rows(key, messages[kept:], status))
                     return
+                rows = self._rows(key, messages, status)
                 self.memory.delete_thread(key)
-            self._append(key, rows)
+                self._append(key, rows)
+                return
+            self._append(key, self._rows(key, messages, status))
+
+    def _kept(self, key: str, messages: Sequence[ChatMessage], status: str) -> int | None:
+        """How many stored messages ``_replace`` keeps: all of them when they are the first of
+        ``messages`` as saving those would store them, else None.
+
+        A message is compared by its fingerprint with that of the message built from the
+        stored one at the last read: the same fingerprint gives the same row, so only the
+        messages that differ from what was read are converted and compared with the stored
+        ones (and whether a message built from a stored one stores it again is asked once)."""
+        rows, built = self._read(key)
+        if len(built) > len(messages):
+            return None
+        active = status == MessageStatus.ACTIVE.value
+        for row, known, message in zip(rows, built, messages):
+            unchanged = known.fingerprint is not None and _fingerprint(message) == known.fingerprint
+            if unchanged and active and known.same:
+                continue
+            same = _same(messages_of([row])[0], self._rows(key, [message], status)[0])
+            if unchanged and active:
+                known.same = same
+            if not same:
+                return None
+        return len(built)
 
     def _owned(self, key: str) -> Thread | None:
         """The key's thread (None when it does not exist); another resource's is refused."""
@@ -136,11 +168,11 @@ class ThreadRecallChatStore(_Threads, BaseChatStore):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     memory: Any = Field(exclude=True)
     resource_id: str | None = None
-    _converted: Conversions[ChatMessage] = PrivateAttr()
+    _reads: dict[str | None, Conversions[_Built]] = PrivateAttr()
 
     def __init__(self, memory: Memory, *, resource_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(memory=memory, resource_id=resource_id, **kwargs)  # type: ignore[call-arg]
-        self._converted = Conversions(chat_message)
+        self._reads = {None: Conversions(_Built)}
 
     @classmethod
     def class_name(cls) -> str:
@@ -149,12 +181,12 @@ class ThreadRecallChatStore(_Threads, BaseChatStore):
     def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
         """Replace the key's messages, in one transaction (writing only what is new when the
         stored messages are the first of ``messages``)."""
-        self._replace(self._thread(key), self._rows(key, messages, MessageStatus.ACTIVE.value))
+        self._replace(self._thread(key), messages, MessageStatus.ACTIVE.value)
 
     def get_messages(self, key: str) -> list[ChatMessage]:
         """The key's messages, oldest first ([] for an unknown key). A read decodes and builds
         only the messages added or changed since the key's previous read (``Conversions``)."""
-        return self._converted.of_rows(self._stored_rows(key), key)
+        return list(map(_MESSAGE, self._read(key)[1]))
 
     def add_message(self, key: str, message: ChatMessage, idx: int | None = None) -> None:
         """Append a message (or insert it at ``idx``)."""
@@ -179,11 +211,11 @@ class ThreadRecallChatStore(_Threads, BaseChatStore):
     def delete_message(self, key: str, idx: int) -> ChatMessage | None:
         """Remove the message at position ``idx`` and return it (None when there is none)."""
         with self.memory.transaction():
-            stored = self._stored(key)
-            if not isinstance(idx, int) or not -len(stored) <= idx < len(stored):
+            rows = self._stored_rows(key)
+            if not isinstance(idx, int) or not -len(rows) <= idx < len(rows):
                 return None
-            self.memory.delete_messages([stored[idx].id])
-        return chat_message(stored[idx])
+            self.memory.delete_messages([rows[idx][0]])
+        return chat_message(messages_of([rows[idx]])[0])
 
     def delete_last_message(self, key: str) -> ChatMessage | None:
         """Remove the newest message and return it (None when there is none)."""
@@ -234,8 +266,11 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
     memory: Any = Field(exclude=True)
     resource_id: str | None = None
 
+    _reads: dict[str | None, Conversions[_Built]] = PrivateAttr()
+
     def __init__(self, memory: Memory, *, resource_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(memory=memory, resource_id=resource_id, **kwargs)  # type: ignore[call-arg]
+        self._reads = {status: Conversions(_Copied) for status in (None, "active", "archived")}
 
     @classmethod
     def class_name(cls) -> str:
@@ -247,15 +282,15 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
         for name, value in (("limit", limit), ("offset", offset)):
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise InvalidArgumentError(f"{name} must be a non-negative integer")
-        stored = await _in_transaction(self.memory, self._stored, key, _status(status))
+        _, built = await _in_transaction(self.memory, self._read, key, _status(status))
         start = offset or 0
         end = None if limit is None else start + limit
-        # Built anew on every read: llama_index's Memory writes its memory blocks into the
+        # Copied on every read: llama_index's Memory writes its memory blocks into the
         # messages it gets, which a shared object would carry into the next read.
-        return [chat_message(m) for m in stored[start:end]]
+        return [_fresh(b) for b in built[start:end]]
 
     async def count_messages(self, key: str, status: MessageStatus | None = MessageStatus.ACTIVE) -> int:
-        return len(await _in_transaction(self.memory, self._stored, key, _status(status)))
+        return len(await _in_transaction(self.memory, self._stored_rows, key, _status(status)))
 
     async def add_message(self, key: str, message: ChatMessage,
                           status: MessageStatus = MessageStatus.ACTIVE) -> None:
@@ -268,20 +303,19 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
 
     async def set_messages(self, key: str, messages: list[ChatMessage],
                            status: MessageStatus = MessageStatus.ACTIVE) -> None:
-        rows = self._rows(self._thread(key), messages, _status(status) or "active")
-        await _in_transaction(self.memory, self._replace, key, rows)
+        await _in_transaction(self.memory, self._replace, self._thread(key), messages,
+                              _status(status) or "active")
 
     async def delete_message(self, key: str, idx: int) -> ChatMessage | None:
         """Remove the message at position ``idx`` (among all statuses) and return it."""
-        def pop() -> Message | None:
-            stored = self._stored(key)
-            if not isinstance(idx, int) or not -len(stored) <= idx < len(stored):
+        def pop() -> ChatMessage | None:
+            rows, built = self._read(key)
+            if not isinstance(idx, int) or not -len(rows) <= idx < len(rows):
                 return None
-            self.memory.delete_messages([stored[idx].id])
-            return stored[idx]
+            self.memory.delete_messages([rows[idx][0]])
+            return _fresh(built[idx])
 
-        gone = await _in_transaction(self.memory, pop)
-        return None if gone is None else chat_message(gone)
+        return await _in_transaction(self.memory, pop)  # type: ignore[no-any-return]
 
     async def delete_messages(self, key: str, status: MessageStatus | None = None) -> None:
         def delete() -> None:
@@ -289,25 +323,28 @@ class ThreadRecallDBChatStore(_Threads, AsyncDBChatStore):
                 if self._owned(self._thread(key)) is not None:
                     self.memory.delete_thread(key)
                 return
-            self.memory.delete_messages([m.id for m in self._stored(key, _status(status))])
+            self.memory.delete_messages([row[0] for row in self._stored_rows(key, _status(status))])
 
         await _in_transaction(self.memory, delete)
 
     async def delete_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
-        def delete() -> list[Message]:
-            oldest = self._stored(key, "active")[:_count(n)]
-            self.memory.delete_messages([m.id for m in oldest])
-            return oldest
+        def delete() -> list[ChatMessage]:
+            rows, built = self._read(key, "active")
+            oldest = _count(n)
+            self.memory.delete_messages([row[0] for row in rows[:oldest]])
+            return [_fresh(b) for b in built[:oldest]]
 
-        return [chat_message(m) for m in await _in_transaction(self.memory, delete)]
+        return await _in_transaction(self.memory, delete)  # type: ignore[no-any-return]
 
     async def archive_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
-        def archive() -> list[Message]:
-            oldest = self._stored(key, "active")[:_count(n)]
-            self.memory.update_messages([{"id": m.id, "metadata": {"status": "archived"}} for m in oldest])
-            return oldest
+        def archive() -> list[ChatMessage]:
+            rows, built = self._read(key, "active")
+            oldest = _count(n)
+            self.memory.update_messages([{"id": row[0], "metadata": {"status": "archived"}}
+                                         for row in rows[:oldest]])
+            return [_fresh(b) for b in built[:oldest]]
 
-        return [chat_message(m) for m in await _in_transaction(self.memory, archive)]
+        return await _in_transaction(self.memory, archive)  # type: ignore[no-any-return]
 
     async def get_keys(self) -> list[str]:
         return await _in_transaction(self.memory, self._keys)
@@ -320,6 +357,75 @@ async def _in_transaction(memory: Memory, call: Any, *args: Any) -> Any:
             return call(*args)
 
     return await asyncio.to_thread(run)
+
+
+class _Built:
+    """The ``ChatMessage`` built from a stored message, its fingerprint as built, and whether
+    setting it again (as active) would store that very message (None until a
+    ``set_messages`` has compared them; it holds while the stored message is unchanged,
+    which is while ``Conversions`` gives back this object for it). A ``_Copied`` also keeps
+    the fields the message was built from, to build copies of it."""
+
+    __slots__ = ("data", "message", "fingerprint", "same")
+    data: dict[str, Any] | None
+
+    def __init__(self, stored: Message) -> None:
+        self.data = None
+        self.message = chat_message(stored)
+        self.fingerprint = _fingerprint(self.message)
+        self.same: bool | None = None
+
+
+class _Copied(_Built):
+    __slots__ = ()
+
+    def __init__(self, stored: Message) -> None:
+        self.data = _chat_data(stored)
+        self.message = ChatMessage.model_validate(_copied(self.data))
+        self.fingerprint = _fingerprint(self.message)
+        self.same = None
+
+
+def _fingerprint(message: Any) -> tuple[MessageRole, str] | bytes | None:
+    """What ``message_of`` reads of a ``ChatMessage``, its JSON as its own serializer writes
+    it, in a form quick to compare: two messages with the same fingerprint give the same row.
+    A message of one plain text block and nothing else, the common one, is its role and
+    text, without serializing it. None for what is not a ``ChatMessage`` or does not
+    serialize (``message_of`` says why)."""
+    if type(message) is ChatMessage and message.__pydantic_extra__ is None:
+        kwargs, blocks, role = message.additional_kwargs, message.blocks, message.role
+        if type(kwargs) is dict and not kwargs and type(blocks) is list and len(blocks) == 1:
+            block = blocks[0]
+            if (type(block) is TextBlock and block.__pydantic_extra__ is None and type(role) is MessageRole
+                    and block.block_type == "text" and type(block.text) is str):
+                return role, block.text
+    if not isinstance(message, ChatMessage):
+        return None
+    try:
+        return message.__pydantic_serializer__.to_json(message)
+    except PydanticSerializationError:
+        return None
+
+
+def _fresh(built: _Built) -> ChatMessage:
+    """A ``ChatMessage`` built as ``built.message`` was (``built`` is a ``_Copied``), sharing
+    nothing with it."""
+    assert built.data is not None
+    return ChatMessage.model_validate(_copied(built.data))
+
+
+def _copied(value: Any) -> Any:
+    """A copy of JSON values (what ``_chat_data`` gives) whose dicts and lists are its own."""
+    if type(value) is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copied(v) for v in value]
+    return value
+
+
+def _check_list(messages: Any) -> None:
+    if isinstance(messages, (str, bytes, ChatMessage)) or not isinstance(messages, Sequence):
+        raise InvalidArgumentError("messages must be a list of ChatMessage")
 
 
 def _same(stored: Message, row: Mapping[str, Any]) -> bool:
@@ -365,10 +471,15 @@ def message_of(message: ChatMessage) -> dict[str, Any]:
 def chat_message(message: Message) -> ChatMessage:
     """The ``ChatMessage`` a stored message keeps (or, for a message saved by other means, the
     nearest one: its role and text)."""
+    return ChatMessage.model_validate(_chat_data(message))
+
+
+def _chat_data(message: Message) -> dict[str, Any]:
+    """The fields of ``chat_message(message)``, as JSON values."""
     envelope = message.metadata.get(KEY)
     if not isinstance(envelope, Mapping) or envelope.get("blocks") != []:
-        return ChatMessage(role=message.role, blocks=[TextBlock(text=message.text)])
+        return {"role": message.role, "blocks": [{"block_type": "text", "text": message.text}]}
     data = dict(envelope)
     data["blocks"] = [_PARTS.decode(p) or {"block_type": "text", "text": p.get("text", "")}
                       for p in message.content.parts]
-    return ChatMessage.model_validate(data)
+    return data
