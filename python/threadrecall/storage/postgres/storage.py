@@ -146,9 +146,9 @@ class PostgresStorage:
         self._ident = ident
         self._seq = sql.Literal(f"{ident}.message_seq").as_string(conn)
         self._sql = {name: self._text(getattr(q, name)) for name in (
-            "CHANGES_SINCE", "CREATE_THREADS", "FLUSH_CHANGES", "FOLD_COUNTS", "GET_MESSAGES", "GET_RESOURCE",
-            "GET_THREADS", "PRUNE_CHANGES", "SAVE_RESOURCE", "SAVE_THREADS", "SCAN_MESSAGES",
-            "THREAD_FOR_UPDATE", "THREAD_MESSAGES")}
+            "CHANGES_SINCE", "CREATE_THREADS", "FLUSH_CHANGES", "FOLD_COUNTS", "GET_MESSAGES",
+            "GET_RESOURCE", "GET_THREADS", "PRUNE_CHANGES", "SAVE_RESOURCE", "SAVE_THREADS",
+            "SCAN_MESSAGES", "THREAD_FOR_UPDATE", "THREAD_MESSAGES")}
         for name in ("SAVE_MESSAGES", "SAVE_TURN", "DELETE_MESSAGES", "DELETE_THREAD"):
             plain, logged = getattr(q, name)
             self._sql[name] = self._text(plain)
