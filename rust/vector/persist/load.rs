@@ -3,6 +3,8 @@
 
 use std::fs;
 use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use super::codec::{checksum, corrupt, Reader};
 use super::originals::{self, Backing, Originals};
@@ -41,6 +43,7 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
     };
     let at = frames[..intact].last().map_or(start, |f| f.end);
     let slots = state.levels.len();
+    // Unmapped while no other thread of the process runs: no other processor's TLB to flush.
     drop(file);
     let codes = std::mem::take(&mut state.codes);
     let backing = Backing::open(&vectors_path(path), params.dim, vectors, &origin, slots)?;
@@ -195,13 +198,13 @@ impl Counts {
 /// The arrays `frames` rebuild, with the generation and first new slot of the last one
 /// (none: no complete save); and how many frames, from the first, pass their checksums.
 ///
-/// Two threads share the work: one sums the checksums and copies the codes, their error terms
-/// and the vectors' checksums (which lie where a frame's counts put them); the other reads
-/// the rest, each part found only by reading what comes before it: the new slots' ids and
-/// records frame by frame, then the lists last frame first, so that each slot's lists are
-/// copied once, from the last frame that has them, however many saves changed them; then it
-/// makes the live ids findable. Every array is allocated once, at the size of all the
-/// frames, before it is filled.
+/// Two threads share the work. One copies the codes, their error terms and the vectors'
+/// checksums, which lie where a frame's counts put them. The other reads the rest, each part
+/// found only by reading what comes before it: the new slots' ids and records frame by
+/// frame, then the lists last frame first, so that each slot's lists are copied once, from
+/// the last frame that has them, however many saves changed them; then it makes the live
+/// ids findable. Each then sums the checksums of the frames the other has not taken yet.
+/// Every array is allocated once, at the size of all the frames, before it is filled.
 fn decode(
     params: Params,
     version: u32,
@@ -212,36 +215,69 @@ fn decode(
         Ok(counts) => counts.last().map_or(0, |c| c.first + c.new),
         Err(_) => 0,
     };
-    std::thread::scope(|scope| {
+    let sums = Sums::new(frames);
+    let (fixed, rest) = std::thread::scope(|scope| {
         let fixed = scope.spawn(|| {
-            let mut fixed = Fixed::new(params.dim, slots);
-            let mut done: Result<()> = counts.as_ref().map(|_| ()).map_err(Clone::clone);
-            let mut intact = 0;
-            for (i, frame) in frames.iter().enumerate() {
-                if checksum(frame.payload) != frame.sum {
-                    break;
+            let fixed = counts.as_ref().map_err(Clone::clone).and_then(|counts| {
+                let mut fixed = Fixed::new(params.dim, slots);
+                for (frame, counts) in frames.iter().zip(counts) {
+                    fixed.apply(params.dim, frame.payload, counts)?;
                 }
-                intact += 1;
-                if let (Ok(()), Ok(counts)) = (&done, &counts) {
-                    done = fixed.apply(params.dim, frame.payload, &counts[i]);
-                }
-            }
-            (intact, done.map(|()| fixed))
+                Ok(fixed)
+            });
+            sums.sum();
+            fixed
         });
         let rest = counts
             .as_ref()
             .map_err(Clone::clone)
             .and_then(|counts| Loaded::read(params, version, frames, counts));
-        let (intact, fixed) = fixed
+        sums.sum();
+        let fixed = fixed
             .join()
-            .unwrap_or_else(|_| (0, Err(corrupt("the codes could not be read"))));
-        let decoded = rest.and_then(|(mut state, last)| {
-            let fixed = fixed?;
-            (state.codes, state.sums) = (fixed.codes, fixed.sums);
-            Ok((state, last))
-        });
-        (intact, decoded)
-    })
+            .unwrap_or_else(|_| Err(corrupt("the codes could not be read")));
+        (fixed, rest)
+    });
+    let decoded = rest.and_then(|(mut state, last)| {
+        let fixed = fixed?;
+        (state.codes, state.sums) = (fixed.codes, fixed.sums);
+        Ok((state, last))
+    });
+    (sums.intact(), decoded)
+}
+
+/// The frames' checksums, summed by whichever thread takes each frame first.
+struct Sums<'a> {
+    frames: &'a [Frame<'a>],
+    next: AtomicUsize,
+    intact: Vec<AtomicBool>,
+}
+
+impl<'a> Sums<'a> {
+    fn new(frames: &'a [Frame<'a>]) -> Sums<'a> {
+        Sums {
+            frames,
+            next: AtomicUsize::new(0),
+            intact: frames.iter().map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+
+    /// Sums frames until none is left.
+    fn sum(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Relaxed);
+            let Some(frame) = self.frames.get(i) else {
+                return;
+            };
+            self.intact[i].store(checksum(frame.payload) == frame.sum, Relaxed);
+        }
+    }
+
+    /// How many frames, from the first, pass their checksums (once the summing threads are
+    /// joined).
+    fn intact(&self) -> usize {
+        self.intact.iter().take_while(|i| i.load(Relaxed)).count()
+    }
 }
 
 /// What the frames hold where their counts put it: the codes and their error terms, and the
@@ -512,11 +548,8 @@ impl Mapped {
                 len,
             });
         }
-        // Populated at once where the system can: one pass maps every page instead of a
-        // fault per few pages.
-        #[cfg(target_os = "linux")]
-        let flags = libc::MAP_PRIVATE | libc::MAP_POPULATE;
-        #[cfg(not(target_os = "linux"))]
+        // Not populated at once: the two decoding threads fault their pages in side by side,
+        // where one pass to populate the mapping would come first, on one thread.
         let flags = libc::MAP_PRIVATE;
         let at = unsafe {
             libc::mmap(
