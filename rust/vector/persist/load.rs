@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::vector::adjacency::Adjacency;
 use crate::vector::breadth;
 use crate::vector::codes::Codes;
-use crate::vector::graph::{advise_huge_pages, Graph, Params, NONE};
+use crate::vector::graph::{Graph, Params, NONE};
 use crate::vector::ids::Ids;
 use crate::vector::postings::Postings;
 use crate::vector::records::RecordTable;
@@ -288,11 +288,12 @@ struct Fixed {
 }
 
 impl Fixed {
-    /// Room for `slots`, the codes on huge pages where the system offers them.
+    /// Room for `slots`. (Huge pages are advised once the graph is built, not before the
+    /// arrays fill: faulting in fresh huge pages made a load slower, and far less steady, on
+    /// a virtual machine whose host takes back the memory its guest frees.)
     fn new(dim: usize, slots: usize) -> Fixed {
         let mut codes = Codes::default();
         codes.reserve(slots, dim, true);
-        advise_huge_pages(&codes.codes);
         Fixed {
             codes,
             sums: Vec::with_capacity(slots),
@@ -364,7 +365,6 @@ impl Loaded {
             pending: Vec::new(),
             breadths: Vec::new(),
         };
-        advise_huge_pages(&state.level0);
         state.ids.reserve(slots);
         state.records.reserve(slots);
         let mut lists = Vec::with_capacity(frames.len());
