@@ -195,6 +195,9 @@ impl Counts {
     }
 }
 
+/// What frames decode to: the arrays, and the generation and first new slot of the last frame.
+type Decoded = (Loaded, (u64, usize));
+
 /// The arrays `frames` rebuild, with the generation and first new slot of the last one
 /// (none: no complete save); and how many frames, from the first, pass their checksums.
 ///
@@ -205,11 +208,7 @@ impl Counts {
 /// the last frame that has them, however many saves changed them; then it makes the live
 /// ids findable. Each then sums the checksums of the frames the other has not taken yet.
 /// Every array is allocated once, at the size of all the frames, before it is filled.
-fn decode(
-    params: Params,
-    version: u32,
-    frames: &[Frame],
-) -> (usize, Result<(Loaded, (u64, usize))>) {
+fn decode(params: Params, version: u32, frames: &[Frame]) -> (usize, Result<Decoded>) {
     let counts = Counts::of(params, frames);
     let slots = match &counts {
         Ok(counts) => counts.last().map_or(0, |c| c.first + c.new),
@@ -339,12 +338,7 @@ struct Loaded {
 impl Loaded {
     /// Reads all but what [`Fixed`] reads of `frames`, whose `counts` were read; returns the
     /// arrays and the generation and first new slot of the last frame.
-    fn read(
-        params: Params,
-        version: u32,
-        frames: &[Frame],
-        counts: &[Counts],
-    ) -> Result<(Loaded, (u64, usize))> {
+    fn read(params: Params, version: u32, frames: &[Frame], counts: &[Counts]) -> Result<Decoded> {
         let last = counts.last().ok_or_else(|| corrupt("no complete save"))?;
         let slots = last.first + last.new;
         let width = 2 * params.m + 1;

@@ -60,6 +60,9 @@ impl<'a> Probe<'a> {
 
 type Map<K, V> = HashMap<K, V, FxBuildHasher>;
 
+/// The numbers of a key with their slots, and how many of its values are not numbers.
+type Numbers = (Vec<(Num, u32)>, usize);
+
 impl Postings {
     /// The postings of the records of `slots` (ascending): the same as adding each in turn.
     pub fn of_records(records: &RecordTable, slots: impl Iterator<Item = u32>) -> Postings {
@@ -67,7 +70,7 @@ impl Postings {
         // Keys found past the limit, as adding one by one would have found: their numbers
         // with their slots, sorted once at the end, and how many of their values are not
         // numbers (no list per value gathered for them any more).
-        let mut numbers: Map<&str, (Vec<(Num, u32)>, usize)> = Map::default();
+        let mut numbers: Map<&str, Numbers> = Map::default();
         for slot in slots {
             for (key, value) in records.get(slot).iter() {
                 let Some(probe) = Probe::of(value) else {
