@@ -102,6 +102,17 @@ pub(crate) struct Sorted {
 }
 
 impl Sorted {
+    /// `entries` at once, with `others` values that are not numbers: what adding each in turn
+    /// and settling the tail leaves, sorted once.
+    pub(crate) fn of(mut entries: Vec<(Num, u32)>, others: usize) -> Sorted {
+        entries.sort_unstable();
+        Sorted {
+            sorted: entries,
+            others,
+            ..Sorted::default()
+        }
+    }
+
     pub(crate) fn add(&mut self, value: Num, slot: u32) {
         self.tail.push((value, slot));
         if self.tail.len() >= TAIL_MIN.max(self.sorted.len() / TAIL_SHARE) {

@@ -194,6 +194,26 @@ impl<'a> Reader<'a> {
         }
         Ok(())
     }
+    /// As many four-byte words as `out` holds, over what it held.
+    pub(crate) fn words_over<T: Word>(&mut self, out: &mut [T]) -> Result<()> {
+        let raw = self.take(std::mem::size_of_val(out))?;
+        if cfg!(target_endian = "little") {
+            // SAFETY: `Word` is only f32 and u32, for which any four bytes are a value, and
+            // `raw` is exactly as long as `out`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    raw.as_ptr(),
+                    out.as_mut_ptr().cast::<u8>(),
+                    raw.len(),
+                );
+            }
+        } else {
+            for (x, c) in out.iter_mut().zip(raw.chunks_exact(4)) {
+                *x = T::from_le([c[0], c[1], c[2], c[3]]);
+            }
+        }
+        Ok(())
+    }
     pub(crate) fn words<T: Word>(&mut self, n: usize) -> Result<Vec<T>> {
         let mut out = Vec::new(); // reserved once the bytes are there: `n` may be damaged
         self.words_into(n, &mut out)?;

@@ -3,6 +3,8 @@
 
 use std::fs;
 use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use super::codec::{checksum, corrupt, Reader};
 use super::originals::{self, Backing, Originals};
@@ -14,7 +16,7 @@ use crate::error::Result;
 use crate::vector::adjacency::Adjacency;
 use crate::vector::breadth;
 use crate::vector::codes::Codes;
-use crate::vector::graph::{advise_huge_pages, Graph, Params, NONE};
+use crate::vector::graph::{Graph, Params, NONE};
 use crate::vector::ids::Ids;
 use crate::vector::postings::Postings;
 use crate::vector::records::RecordTable;
@@ -29,26 +31,19 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
     let bytes = file.bytes();
     let (params, version, origin, vectors, start) = read_header(bytes)?;
     let frames = frames(bytes, start);
-    // The frames' checksums are summed on another thread while the frames are decoded. One
-    // that fails its checksum ends the index at the frame before it: then (rarely: after a
-    // save cut short) the frames before it are decoded again, by themselves.
-    let (intact, decoded) = std::thread::scope(|scope| {
-        let intact = scope.spawn(|| {
-            frames
-                .iter()
-                .take_while(|f| checksum(f.payload) == f.sum)
-                .count()
-        });
-        let decoded = decode(params, version, &frames);
-        (intact.join().unwrap_or(0), decoded)
-    });
+    // The frames are decoded while their checksums are summed. One that fails its checksum
+    // ends the index at the frame before it: then (rarely: after a save cut short) the
+    // frames before it are decoded again, by themselves.
+    let (intact, decoded) = decode(params, version, &frames);
     let (mut state, (generation, last_first)) = if intact == frames.len() {
         decoded?
     } else {
-        decode(params, version, &frames[..intact])?
+        drop(decoded);
+        decode(params, version, &frames[..intact]).1?
     };
     let at = frames[..intact].last().map_or(start, |f| f.end);
     let slots = state.levels.len();
+    // Unmapped while no other thread of the process runs: no other processor's TLB to flush.
     drop(file);
     let codes = std::mem::take(&mut state.codes);
     let backing = Backing::open(&vectors_path(path), params.dim, vectors, &origin, slots)?;
@@ -76,10 +71,7 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
         );
         graph.validate().map_err(|e| corrupt(&e))?;
         graph.restore_breadths(&state.breadths);
-        let mut ids = state.ids;
-        if !ids.revive_all((0..slots as u32).filter(|&s| !graph.is_deleted(s))) {
-            return Err(corrupt("an id with two live slots"));
-        }
+        let ids = state.ids;
         let postings = postings
             .join()
             .map_err(|_| corrupt("the metadata could not be read"))?;
@@ -155,15 +147,173 @@ fn frames(bytes: &[u8], mut at: usize) -> Vec<Frame<'_>> {
     frames
 }
 
-/// The arrays `frames` rebuild, with the generation and first new slot of the last one
-/// (none: no complete save).
-fn decode(params: Params, version: u32, frames: &[Frame]) -> Result<(Loaded, (u64, usize))> {
-    let mut state = Loaded::new(params, version);
-    let mut last = None;
-    for frame in frames {
-        last = Some(state.apply(frame.payload)?);
+/// The bytes a payload opens with: generation, rng, entry point, first slot and slot count.
+const COUNTS: usize = 8 + 8 + 4 + 8 + 8;
+
+/// What a frame's payload opens with.
+struct Counts {
+    generation: u64,
+    rng: u64,
+    entry: u32,
+    first: usize,
+    new: usize,
+}
+
+impl Counts {
+    /// The counts of each frame in turn. Every new slot takes at least its codes and level-0
+    /// block: no count past what its payload can hold is believed (nor reserved for), so the
+    /// slots of all the frames together are bounded by the file's length.
+    fn of(params: Params, frames: &[Frame]) -> Result<Vec<Counts>> {
+        let least = params.dim + 4 * (2 * params.m + 1);
+        let mut slots = 0;
+        frames
+            .iter()
+            .map(|frame| {
+                let mut r = Reader::new(frame.payload, 0);
+                let (generation, rng, entry) = (r.u64()?, r.u64()?, r.u32()?);
+                let (first, end) = (r.count()?, r.count()?);
+                if first != slots || end < first {
+                    return Err(corrupt("frames out of order"));
+                }
+                let new = end - first;
+                if new
+                    .checked_mul(least)
+                    .is_none_or(|bytes| bytes > frame.payload.len())
+                {
+                    return Err(corrupt("bad count"));
+                }
+                slots = end;
+                Ok(Counts {
+                    generation,
+                    rng,
+                    entry,
+                    first,
+                    new,
+                })
+            })
+            .collect()
     }
-    Ok((state, last.ok_or_else(|| corrupt("no complete save"))?))
+}
+
+/// What frames decode to: the arrays, and the generation and first new slot of the last frame.
+type Decoded = (Loaded, (u64, usize));
+
+/// The arrays `frames` rebuild, with the generation and first new slot of the last one
+/// (none: no complete save); and how many frames, from the first, pass their checksums.
+///
+/// Two threads share the work. One copies the codes, their error terms and the vectors'
+/// checksums, which lie where a frame's counts put them. The other reads the rest, each part
+/// found only by reading what comes before it: the new slots' ids and records frame by
+/// frame, then the lists last frame first, so that each slot's lists are copied once, from
+/// the last frame that has them, however many saves changed them; then it makes the live
+/// ids findable. Each then sums the checksums of the frames the other has not taken yet.
+/// Every array is allocated once, at the size of all the frames, before it is filled.
+fn decode(params: Params, version: u32, frames: &[Frame]) -> (usize, Result<Decoded>) {
+    let counts = Counts::of(params, frames);
+    let slots = match &counts {
+        Ok(counts) => counts.last().map_or(0, |c| c.first + c.new),
+        Err(_) => 0,
+    };
+    let sums = Sums::new(frames);
+    let (fixed, rest) = std::thread::scope(|scope| {
+        let fixed = scope.spawn(|| {
+            let fixed = counts.as_ref().map_err(Clone::clone).and_then(|counts| {
+                let mut fixed = Fixed::new(params.dim, slots);
+                for (frame, counts) in frames.iter().zip(counts) {
+                    fixed.apply(params.dim, frame.payload, counts)?;
+                }
+                Ok(fixed)
+            });
+            sums.sum();
+            fixed
+        });
+        let rest = counts
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|counts| Loaded::read(params, version, frames, counts));
+        sums.sum();
+        let fixed = fixed
+            .join()
+            .unwrap_or_else(|_| Err(corrupt("the codes could not be read")));
+        (fixed, rest)
+    });
+    let decoded = rest.and_then(|(mut state, last)| {
+        let fixed = fixed?;
+        (state.codes, state.sums) = (fixed.codes, fixed.sums);
+        Ok((state, last))
+    });
+    (sums.intact(), decoded)
+}
+
+/// The frames' checksums, summed by whichever thread takes each frame first.
+struct Sums<'a> {
+    frames: &'a [Frame<'a>],
+    next: AtomicUsize,
+    intact: Vec<AtomicBool>,
+}
+
+impl<'a> Sums<'a> {
+    fn new(frames: &'a [Frame<'a>]) -> Sums<'a> {
+        Sums {
+            frames,
+            next: AtomicUsize::new(0),
+            intact: frames.iter().map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+
+    /// Sums frames until none is left.
+    fn sum(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Relaxed);
+            let Some(frame) = self.frames.get(i) else {
+                return;
+            };
+            self.intact[i].store(checksum(frame.payload) == frame.sum, Relaxed);
+        }
+    }
+
+    /// How many frames, from the first, pass their checksums (once the summing threads are
+    /// joined).
+    fn intact(&self) -> usize {
+        self.intact.iter().take_while(|i| i.load(Relaxed)).count()
+    }
+}
+
+/// What the frames hold where their counts put it: the codes and their error terms, and the
+/// vectors' checksums.
+struct Fixed {
+    codes: Codes,
+    sums: Vec<u32>,
+}
+
+impl Fixed {
+    /// Room for `slots`. (Huge pages are advised once the graph is built, not before the
+    /// arrays fill: faulting in fresh huge pages made a load slower, and far less steady, on
+    /// a virtual machine whose host takes back the memory its guest frees.)
+    fn new(dim: usize, slots: usize) -> Fixed {
+        let mut codes = Codes::default();
+        codes.reserve(slots, dim, true);
+        Fixed {
+            codes,
+            sums: Vec::with_capacity(slots),
+        }
+    }
+
+    fn apply(&mut self, dim: usize, payload: &[u8], counts: &Counts) -> Result<()> {
+        let new = counts.new;
+        let mut r = Reader::new(payload, COUNTS + new);
+        let c = &mut self.codes;
+        r.i8s_into(new * dim, &mut c.codes)?;
+        for terms in [
+            &mut c.scales,
+            &mut c.norms,
+            &mut c.residuals,
+            &mut c.norm_gaps,
+        ] {
+            r.words_into(new, terms)?;
+        }
+        r.words_into(new, &mut self.sums)
+    }
 }
 
 /// The arrays of an index as its frames rebuild them.
@@ -186,60 +336,52 @@ struct Loaded {
 }
 
 impl Loaded {
-    fn new(params: Params, version: u32) -> Loaded {
-        Loaded {
+    /// Reads all but what [`Fixed`] reads of `frames`, whose `counts` were read; returns the
+    /// arrays and the generation and first new slot of the last frame.
+    fn read(params: Params, version: u32, frames: &[Frame], counts: &[Counts]) -> Result<Decoded> {
+        let last = counts.last().ok_or_else(|| corrupt("no complete save"))?;
+        let slots = last.first + last.new;
+        let width = 2 * params.m + 1;
+        let mut state = Loaded {
             params,
             version,
-            rng: 0,
-            entry: NONE,
-            levels: Vec::new(),
+            rng: last.rng,
+            entry: last.entry,
+            levels: Vec::with_capacity(slots),
             codes: Codes::default(),
             sums: Vec::new(),
             ids: Ids::default(),
             records: RecordTable::new(),
-            parents: Vec::new(),
-            deleted: Vec::new(),
-            level0: Vec::new(),
-            upper: Vec::new(),
+            parents: Vec::with_capacity(slots),
+            deleted: Vec::with_capacity(slots),
+            level0: vec![0; slots * width],
+            upper: vec![Vec::new(); slots],
             pending: Vec::new(),
             breadths: Vec::new(),
+        };
+        state.ids.reserve(slots);
+        state.records.reserve(slots);
+        let mut lists = Vec::with_capacity(frames.len());
+        for (frame, counts) in frames.iter().zip(counts) {
+            lists.push(state.read_slots(frame.payload, counts)?);
         }
+        let mut written = vec![false; slots];
+        for (i, (frame, counts)) in frames.iter().zip(counts).enumerate().rev() {
+            let last = i + 1 == frames.len();
+            state.read_lists(frame.payload, counts, lists[i], &mut written, last)?;
+        }
+        let live = (0..slots as u32).filter(|&s| !state.deleted[s as usize]);
+        if !state.ids.revive_all(live) {
+            return Err(corrupt("an id with two live slots"));
+        }
+        Ok((state, (last.generation, last.first)))
     }
 
-    /// Room for the `slots` of the first frame (most of an index, usually): the large arrays
-    /// are allocated once, on huge pages where the system offers them, before they are filled.
-    fn reserve(&mut self, slots: usize) {
-        let (dim, width) = (self.params.dim, 2 * self.params.m + 1);
-        self.codes.reserve(slots, dim, true);
-        self.level0.reserve_exact(slots * width);
-        advise_huge_pages(&self.codes.codes);
-        advise_huge_pages(&self.level0);
-    }
-
-    /// Applies one frame; returns its generation and its first new slot.
-    fn apply(&mut self, payload: &[u8]) -> Result<(u64, usize)> {
-        let (dim, m) = (self.params.dim, self.params.m);
-        let width = 2 * m + 1;
-        let mut r = Reader::new(payload, 0);
-        let generation = r.u64()?;
-        self.rng = r.u64()?;
-        self.entry = r.u32()?;
-        let (first, slots) = (r.count()?, r.count()?);
-        if first != self.levels.len() || slots < first {
-            return Err(corrupt("frames out of order"));
-        }
-        let new = slots - first;
-        // Every new slot takes at least its codes and level-0 block: no count past what the
-        // payload can hold is believed (nor reserved for).
-        if new
-            .checked_mul(dim + 4 * width)
-            .is_none_or(|bytes| bytes > payload.len())
-        {
-            return Err(corrupt("bad count"));
-        }
-        if first == 0 {
-            self.reserve(slots);
-        }
+    /// Reads a frame's new slots up to their lists: levels, ids, records, parents and
+    /// tombstones. Returns where their lists begin.
+    fn read_slots(&mut self, payload: &[u8], counts: &Counts) -> Result<usize> {
+        let (first, new) = (counts.first, counts.new);
+        let mut r = Reader::new(payload, COUNTS);
         let levels = r.take(new)?;
         if levels
             .iter()
@@ -248,23 +390,10 @@ impl Loaded {
             return Err(corrupt("bad level"));
         }
         self.levels.extend_from_slice(levels);
-        let c = &mut self.codes;
-        let code_bytes = new.checked_mul(dim).ok_or_else(|| corrupt("bad count"))?;
-        r.i8s_into(code_bytes, &mut c.codes)?;
-        for terms in [
-            &mut c.scales,
-            &mut c.norms,
-            &mut c.residuals,
-            &mut c.norm_gaps,
-        ] {
-            r.words_into(new, terms)?;
-        }
-        r.words_into(new, &mut self.sums)?;
-        self.ids.reserve(new);
+        r.take(new * (self.params.dim + 5 * 4))?; // what `Fixed` reads
         for _ in 0..new {
             self.ids.push(r.str_ref()?, false);
         }
-        self.records.reserve(new);
         let mut entries = Vec::new();
         for _ in 0..new {
             entries.clear();
@@ -279,36 +408,70 @@ impl Loaded {
             self.records.push(entries.iter().copied());
         }
         r.words_into(new, &mut self.parents)?;
+        if !self.parents[first..]
+            .iter()
+            .all(|&p| parent_within(p, first + new))
+        {
+            return Err(corrupt("bad parent"));
+        }
         self.deleted.extend(r.take(new)?.iter().map(|&b| b != 0));
-        self.level0.reserve(new * width);
-        for &level in levels {
-            r.words_into(width, &mut self.level0)?;
-            self.upper.push(r.words(level as usize * (m + 1))?);
+        Ok(r.at())
+    }
+
+    /// Reads a frame's lists from `at`: its new slots' and those of the older slots that
+    /// changed (with their parents), then the older slots deleted, the queue and the breadths
+    /// (kept from the `last` frame). Frames are read last first: a slot `written` by a later
+    /// frame keeps what that one gave it (every list is still checked against its length).
+    fn read_lists(
+        &mut self,
+        payload: &[u8],
+        counts: &Counts,
+        at: usize,
+        written: &mut [bool],
+        last: bool,
+    ) -> Result<()> {
+        let m = self.params.m;
+        let width = 2 * m + 1;
+        let (first, slots) = (counts.first, counts.first + counts.new);
+        let mut r = Reader::new(payload, at);
+        for slot in first..slots {
+            let upper = self.levels[slot] as usize * (m + 1);
+            if written[slot] {
+                r.take(4 * (width + upper))?;
+            } else {
+                r.words_over(&mut self.level0[slot * width..(slot + 1) * width])?;
+                self.upper[slot] = r.words(upper)?;
+            }
         }
         for _ in 0..r.count()? {
             let slot = r.u32()? as usize;
             if slot >= first {
                 return Err(corrupt("bad changed slot"));
             }
-            self.parents[slot] = r.u32()?;
-            let block = r.words::<u32>(width)?;
-            self.level0[slot * width..(slot + 1) * width].copy_from_slice(&block);
-            self.upper[slot] = r.words(self.levels[slot] as usize * (m + 1))?;
+            let parent = r.u32()?;
+            if !parent_within(parent, slots) {
+                return Err(corrupt("bad parent"));
+            }
+            let upper = self.levels[slot] as usize * (m + 1);
+            if std::mem::replace(&mut written[slot], true) {
+                r.take(4 * (width + upper))?;
+            } else {
+                self.parents[slot] = parent;
+                r.words_over(&mut self.level0[slot * width..(slot + 1) * width])?;
+                self.upper[slot] = r.words(upper)?;
+            }
         }
-        let gone: Vec<u32> = {
-            let n = r.count()?;
-            r.words(n)?
-        };
-        for slot in gone {
+        let gone = r.count()?;
+        for slot in r.words::<u32>(gone)? {
             *self
                 .deleted
                 .get_mut(slot as usize)
                 .ok_or_else(|| corrupt("bad deleted slot"))? = true;
         }
         let queued = r.count()?;
-        self.pending = r.words(queued)?;
-        self.breadths.clear();
-        for _ in 0..r.count()? {
+        let pending = r.words(queued)?;
+        let breadths = r.count()?;
+        for _ in 0..breadths {
             let [k, linked, ef] = [r.u64()?, r.u64()?, r.u64()?];
             let served = if self.version == FORMAT_VERSION {
                 r.u64()?
@@ -318,20 +481,23 @@ impl Loaded {
             if k == 0 || ef < k || ef > 1 << 24 || linked > slots as u64 || served > 1 {
                 return Err(corrupt("bad breadth"));
             }
-            self.breadths.push([k, linked, ef, served]);
-        }
-        if self
-            .parents
-            .iter()
-            .any(|&p| p as usize >= slots && p != NONE)
-        {
-            return Err(corrupt("bad parent"));
+            if last {
+                self.breadths.push([k, linked, ef, served]);
+            }
         }
         if r.at() != payload.len() {
             return Err(corrupt("trailing bytes"));
         }
-        Ok((generation, first))
+        if last {
+            self.pending = pending;
+        }
+        Ok(())
     }
+}
+
+/// Whether `parent` names one of `slots` slots, or none.
+fn parent_within(parent: u32, slots: usize) -> bool {
+    (parent as usize) < slots || parent == NONE
 }
 
 /// Checks a spread of rows, and the rows of the last frame, against their saved checksums: a
@@ -376,11 +542,8 @@ impl Mapped {
                 len,
             });
         }
-        // Populated at once where the system can: one pass maps every page instead of a
-        // fault per few pages.
-        #[cfg(target_os = "linux")]
-        let flags = libc::MAP_PRIVATE | libc::MAP_POPULATE;
-        #[cfg(not(target_os = "linux"))]
+        // Not populated at once: the two decoding threads fault their pages in side by side,
+        // where one pass to populate the mapping would come first, on one thread.
         let flags = libc::MAP_PRIVATE;
         let at = unsafe {
             libc::mmap(

@@ -160,6 +160,44 @@ fn a_small_change_appends_about_its_size_and_reloads_equal() {
 }
 
 #[test]
+fn lists_changed_by_many_saves_load_as_the_last_save_left_them() {
+    let (mut idx, data) = sample();
+    let path = temp("many.hnsw");
+    full_save(&mut idx, &path, 1, "db");
+    // Each round adds vectors and links them (changing older slots' lists and parents), deletes
+    // a few, and appends a frame; the last leaves some vectors waiting.
+    for round in 0..6 {
+        let at = 40 * round;
+        let flat: Vec<f32> = data[at..at + 40].iter().flatten().copied().collect();
+        let ids = (0..40).map(|i| format!("r{round}-{i}")).collect();
+        idx.add(ids, &flat, metas(at..at + 40)).unwrap();
+        idx.link_pending(if round == 5 { 100 } else { usize::MAX });
+        idx.remove(&[format!("id-{}", 100 + round), format!("r{round}-3")]);
+        full_save(&mut idx, &path, 2 + round as u64, "db");
+    }
+    let (back, generation, _) = load(&path).unwrap();
+    assert_eq!(generation, 7);
+    let (a, b) = (&idx.graph, &back.graph);
+    assert_eq!(a.slots(), b.slots());
+    for slot in 0..a.slots() as u32 {
+        assert_eq!(
+            a.links.slot_words(slot).collect::<Vec<_>>(),
+            b.links.slot_words(slot).collect::<Vec<_>>(),
+            "lists of slot {slot}"
+        );
+        assert_eq!(
+            a.links.parent(slot),
+            b.links.parent(slot),
+            "parent of {slot}"
+        );
+        assert_eq!(a.links.indegree(slot), b.links.indegree(slot));
+        assert_eq!(a.is_deleted(slot), b.is_deleted(slot));
+    }
+    assert_eq!(a.entry(), b.entry());
+    same_answers(&idx, &back, &data[..20]);
+}
+
+#[test]
 fn an_incomplete_last_frame_takes_the_index_back_to_the_save_before() {
     let (mut idx, data) = sample();
     let path = temp("torn.hnsw");

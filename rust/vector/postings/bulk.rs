@@ -60,46 +60,59 @@ impl<'a> Probe<'a> {
 
 type Map<K, V> = HashMap<K, V, FxBuildHasher>;
 
+/// The numbers of a key with their slots, and how many of its values are not numbers.
+type Numbers = (Vec<(Num, u32)>, usize);
+
 impl Postings {
     /// The postings of the records of `slots` (ascending): the same as adding each in turn.
     pub fn of_records(records: &RecordTable, slots: impl Iterator<Item = u32>) -> Postings {
         let mut groups: Map<&str, Map<Probe<'_>, Vec<u32>>> = Map::default();
+        // Keys found past the limit, as adding one by one would have found: their numbers
+        // with their slots, sorted once at the end, and how many of their values are not
+        // numbers (no list per value gathered for them any more).
+        let mut numbers: Map<&str, Numbers> = Map::default();
         for slot in slots {
             for (key, value) in records.get(slot).iter() {
-                if let Some(probe) = Probe::of(value) {
-                    groups
-                        .entry(key)
-                        .or_default()
-                        .entry(probe)
-                        .or_default()
-                        .push(slot);
+                let Some(probe) = Probe::of(value) else {
+                    continue;
+                };
+                if let Some((entries, others)) = numbers.get_mut(key) {
+                    match Num::of(probe.scalar()) {
+                        Some(n) => entries.push((n, slot)),
+                        None => *others += 1,
+                    }
+                    continue;
+                }
+                let values = groups.entry(key).or_default();
+                values.entry(probe).or_default().push(slot);
+                if values.len() > MAX_POSTED_VALUES && !ALWAYS_POSTED.contains(&key) {
+                    let (mut entries, mut others) = (Vec::new(), 0);
+                    for (value, slots) in groups.remove(key).unwrap_or_default() {
+                        match Num::of(value.scalar()) {
+                            Some(n) => entries.extend(slots.iter().map(|&s| (n, s))),
+                            None => others += slots.len(),
+                        }
+                    }
+                    numbers.insert(key, (entries, others));
                 }
             }
         }
         let mut postings = Postings::default();
+        for (key, (entries, others)) in numbers {
+            postings
+                .ranges
+                .insert(key.into(), Sorted::of(entries, others));
+            postings.dropped.insert(key.into());
+        }
         for (key, values) in groups {
-            if values.len() > MAX_POSTED_VALUES && !ALWAYS_POSTED.contains(&key) {
-                // Past the limit, as adding one by one would have found: numbers sorted.
-                let mut sorted = Sorted::default();
-                for (value, slots) in values {
-                    match Num::of(value.scalar()) {
-                        Some(n) => slots.iter().for_each(|&s| sorted.add(n, s)),
-                        None => sorted.others += slots.len(),
-                    }
-                }
-                sorted.settle_tail();
-                postings.ranges.insert(key.into(), sorted);
-                postings.dropped.insert(key.into());
-            } else {
-                let lists = values
-                    .into_iter()
-                    .map(|(value, slots)| {
-                        let live = slots.len();
-                        (value.key(), SlotList { slots, live })
-                    })
-                    .collect();
-                postings.lists.insert(key.into(), lists);
-            }
+            let lists = values
+                .into_iter()
+                .map(|(value, slots)| {
+                    let live = slots.len();
+                    (value.key(), SlotList { slots, live })
+                })
+                .collect();
+            postings.lists.insert(key.into(), lists);
         }
         postings
     }
@@ -109,6 +122,7 @@ impl Postings {
 mod tests {
     use super::*;
     use crate::filter::{Filter, Input};
+    use crate::vector::ranges::End;
 
     #[test]
     fn posting_at_once_equals_posting_one_by_one() {
@@ -147,6 +161,12 @@ mod tests {
             format!("{:?}", one_by_one.lists.get("few"))
         );
         assert!(!at_once.is_posted("many") && !one_by_one.is_posted("many"));
+        let (a, b) = (&at_once.ranges["many"], &one_by_one.ranges["many"]);
+        assert_eq!(a.others, b.others);
+        assert_eq!(
+            a.count_between(End::Open, End::Open),
+            b.count_between(End::Open, End::Open)
+        );
         assert!(at_once.is_posted("thread_id"));
         let filters = [
             r#"{"few": 2}"#,
