@@ -63,6 +63,14 @@ type Map<K, V> = HashMap<K, V, FxBuildHasher>;
 /// The numbers of a key with their slots, and how many of its values are not numbers.
 type Numbers = (Vec<(Num, u32)>, usize);
 
+/// Adds `slots`, all of the value `probe`, to a key's numbers.
+fn add_numbers((entries, others): &mut Numbers, probe: &Probe<'_>, slots: &[u32]) {
+    match Num::of(probe.scalar()) {
+        Some(n) => entries.extend(slots.iter().map(|&s| (n, s))),
+        None => *others += slots.len(),
+    }
+}
+
 impl Postings {
     /// The postings of the records of `slots` (ascending): the same as adding each in turn.
     pub fn of_records(records: &RecordTable, slots: impl Iterator<Item = u32>) -> Postings {
@@ -76,24 +84,18 @@ impl Postings {
                 let Some(probe) = Probe::of(value) else {
                     continue;
                 };
-                if let Some((entries, others)) = numbers.get_mut(key) {
-                    match Num::of(probe.scalar()) {
-                        Some(n) => entries.push((n, slot)),
-                        None => *others += 1,
-                    }
+                if let Some(found) = numbers.get_mut(key) {
+                    add_numbers(found, &probe, &[slot]);
                     continue;
                 }
                 let values = groups.entry(key).or_default();
                 values.entry(probe).or_default().push(slot);
                 if values.len() > MAX_POSTED_VALUES && !ALWAYS_POSTED.contains(&key) {
-                    let (mut entries, mut others) = (Vec::new(), 0);
+                    let mut found = (Vec::new(), 0);
                     for (value, slots) in groups.remove(key).unwrap_or_default() {
-                        match Num::of(value.scalar()) {
-                            Some(n) => entries.extend(slots.iter().map(|&s| (n, s))),
-                            None => others += slots.len(),
-                        }
+                        add_numbers(&mut found, &value, &slots);
                     }
-                    numbers.insert(key, (entries, others));
+                    numbers.insert(key, found);
                 }
             }
         }
