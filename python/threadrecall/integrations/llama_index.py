@@ -367,23 +367,19 @@ class _Built:
     the fields the message was built from, to build copies of it."""
 
     __slots__ = ("data", "message", "fingerprint", "same")
-    data: dict[str, Any] | None
+    keeps_data = False
 
     def __init__(self, stored: Message) -> None:
-        self.data = None
-        self.message = chat_message(stored)
+        data = _chat_data(stored)
+        self.data: dict[str, Any] | None = data if self.keeps_data else None
+        self.message = ChatMessage.model_validate(_copied(data) if self.keeps_data else data)
         self.fingerprint = _fingerprint(self.message)
         self.same: bool | None = None
 
 
 class _Copied(_Built):
     __slots__ = ()
-
-    def __init__(self, stored: Message) -> None:
-        self.data = _chat_data(stored)
-        self.message = ChatMessage.model_validate(_copied(self.data))
-        self.fingerprint = _fingerprint(self.message)
-        self.same = None
+    keeps_data = True
 
 
 def _fingerprint(message: Any) -> tuple[MessageRole, str] | bytes | None:
