@@ -219,3 +219,33 @@ def test_connections_that_prepare_nothing_read_pages_unprepared(pg_dsn, pg_schem
             assert conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
     finally:
         pool.close()
+
+
+def test_connections_the_pool_closed_are_not_kept_alive(pg_dsn, pg_schema):
+    import gc
+    import logging
+    import weakref
+
+    from psycopg_pool import ConnectionPool
+
+    # The pool logs each closed connection it discards, with the connection in the record,
+    # which pytest's log capture keeps.
+    pool_log = logging.getLogger("psycopg.pool")
+    pool = ConnectionPool(pg_dsn, min_size=1, max_size=1, kwargs={"autocommit": True}, open=True)
+    try:
+        pool_log.disabled = True
+        memory = Memory(storage=PostgresStorage(pool, schema=pg_schema))
+        closed = []
+        for n in range(5):
+            memory.save_messages(_turn("t1", n))
+            with pool.connection() as conn:  # the one the save ran on: closed, the pool replaces it
+                closed.append(weakref.ref(conn))
+                conn.close()
+            del conn
+        memory.save_messages(_turn("t1", 5))
+        assert memory.recall("t1", per_page=False).total == 12
+        gc.collect()
+        assert [ref() for ref in closed] == [None] * 5
+    finally:
+        pool_log.disabled = False
+        pool.close()

@@ -126,9 +126,9 @@ class PostgresStorage:
         self._apools = LoopPools(conninfo, kwargs, max_connections, name, given_async)
         self._local = _ThreadState()
         # One cursor per pooled connection for lone statements (a connection serves one
-        # thread at a time), which saves making one per call.
-        self._cursors: weakref.WeakKeyDictionary[psycopg.Connection, psycopg.Cursor] = (
-            weakref.WeakKeyDictionary())
+        # thread at a time), which saves making one per call (``_cursor``).
+        self._cursors: dict[psycopg.Connection, psycopg.Cursor] = {}
+        self._cursors_lock = threading.Lock()
         self._named: weakref.WeakKeyDictionary[psycopg.Connection, Named] = (
             weakref.WeakKeyDictionary())
         self._replica: Replica | None = None
@@ -357,7 +357,7 @@ class PostgresStorage:
             try:
                 cursor = self._cursors.get(conn)
                 if cursor is None or cursor.closed:
-                    cursor = self._cursors[conn] = conn.cursor()
+                    cursor = self._cursor(conn)
                 return cursor.execute(query, params, binary=binary).fetchall()
             except _RETRIED:
                 if attempt == 3:
@@ -365,6 +365,15 @@ class PostgresStorage:
             finally:
                 self._give(conn)
         raise AssertionError("unreachable")
+
+    def _cursor(self, conn: psycopg.Connection) -> psycopg.Cursor:
+        """A new cursor kept for ``conn``. A cursor holds its connection: those of connections
+        closed since (the pool replaced them) are dropped here, so that none is kept alive."""
+        with self._cursors_lock:
+            for closed in [c for c in self._cursors if c.closed]:
+                del self._cursors[closed]
+            cursor = self._cursors[conn] = conn.cursor()
+        return cursor
 
     def _read(self, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """``_fetch(query, params, binary=True)`` for a read that runs often (recall's page).
