@@ -11,7 +11,10 @@ pool read their own schemas, and a failed read raises psycopg's exception for it
 
 from __future__ import annotations
 
+import gc
+import logging
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
@@ -222,10 +225,6 @@ def test_connections_that_prepare_nothing_read_pages_unprepared(pg_dsn, pg_schem
 
 
 def test_connections_the_pool_closed_are_not_kept_alive(pg_dsn, pg_schema):
-    import gc
-    import logging
-    import weakref
-
     from psycopg_pool import ConnectionPool
 
     # The pool logs each closed connection it discards, with the connection in the record,
