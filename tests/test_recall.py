@@ -214,6 +214,25 @@ def test_cross_thread_include(memory):
     assert result.total == 5
 
 
+AWKWARD_IDS = ['say "hi"', "back\\slash", "a,b", "{braces}", "NULL", " spaced ", "ümlaut", "'quote'"]
+
+
+def test_includes_with_awkward_ids_on_an_owned_thread(memory):
+    """Ids that need quoting in an array come back as stored, neighbours and all, when the
+    window is read together with the owner check."""
+    memory.create_thread("r1", thread_id="t1")
+    memory.save_messages([{"id": mid, "thread_id": "t1", "resource_id": "r1", "role": "user",
+                           "content": f"Message {k}", "created_at": T0 + timedelta(minutes=k)}
+                          for k, mid in enumerate(AWKWARD_IDS)])
+    ids = AWKWARD_IDS
+    for k, mid in enumerate(ids):
+        result = memory.recall("t1", resource_id="r1", per_page=0, include=[
+            {"id": mid, "with_previous_messages": 1, "with_next_messages": 1}])
+        assert [m.id for m in result.messages] == ids[max(0, k - 1):k + 2]
+    result = memory.recall("t1", resource_id="r1", per_page=0, include=[{"id": mid} for mid in ids])
+    assert [m.id for m in result.messages] == ids
+
+
 def test_overlapping_include_windows_are_merged(memory):
     seed(memory, "t1", 10)
     result = memory.recall("t1", per_page=0, include=[

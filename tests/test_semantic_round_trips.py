@@ -38,6 +38,23 @@ def _count(monkeypatch: pytest.MonkeyPatch, target: object, name: str) -> list[i
     return calls
 
 
+def _statements(monkeypatch: pytest.MonkeyPatch, storage: PostgresStorage) -> list[int]:
+    """Count the statements ``storage`` runs: through a cursor (``_fetch``) or prepared by
+    name (``run_named``)."""
+    from threadrecall.storage.postgres import storage as module
+
+    calls = [0]
+    for target, name in ((storage, "_fetch"), (module, "run_named")):
+        original = getattr(target, name)
+
+        def counted(*args, original=original, **kwargs):
+            calls[0] += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(target, name, counted)
+    return calls
+
+
 @pytest.fixture
 def two_stores(pg_dsn, pg_schema):
     """A reader and a writer on one schema, each with its own storage and HNSW cache (two
@@ -55,7 +72,7 @@ def two_stores(pg_dsn, pg_schema):
 def test_a_current_cache_costs_one_statement(two_stores, monkeypatch):
     reader, storage, _ = two_stores
     reader.recall("t0", resource_id="r1", vector_search_string="warm up")  # the cache is loaded
-    statements = _count(monkeypatch, storage, "_fetch")
+    statements = _statements(monkeypatch, storage)
     catch_ups = _count(monkeypatch, reader.vector.rows, "changes")
     for scope in ("resource", "thread"):
         got = reader.recall("t0", resource_id="r1", vector_search_string="my passport expires in June",
@@ -73,7 +90,7 @@ def test_a_write_committed_elsewhere_is_found_by_the_next_call(two_stores, monke
     reader.recall("t0", resource_id="r1", vector_search_string="warm up")
     writer.save_messages([{"id": "new", "thread_id": "t0", "resource_id": "r1", "role": "user",
                            "content": "the train to Porto leaves at nine"}])
-    statements = _count(monkeypatch, storage, "_fetch")
+    statements = _statements(monkeypatch, storage)
     delta_reads = _count(monkeypatch, reader.vector.rows, "changes")
     got = reader.recall("t0", resource_id="r1", vector_search_string="the train to Porto leaves at nine")
     assert [m.id for m in got.messages] == ["m3", "new"] and set(got.scores) == {"new"}
@@ -136,7 +153,7 @@ def test_a_write_elsewhere_that_changes_no_hit_costs_one_statement(two_stores, m
     writer.create_thread("r2", thread_id="other")
     writer.save_messages([{"id": "unrelated", "thread_id": "other", "role": "user",
                            "content": "my passport expires in June"}])  # the same text, another resource
-    statements = _count(monkeypatch, storage, "_fetch")
+    statements = _statements(monkeypatch, storage)
     catch_ups = _count(monkeypatch, reader.vector, "catch_up")
     got = reader.recall("t0", resource_id="r1", vector_search_string="my passport expires in June")
     assert [m.id for m in got.messages] == ["m1", "m2", "m3"] and set(got.scores) == {"m2"}

@@ -67,21 +67,47 @@ def named_statement(query: str) -> tuple[bytes, bytes, tuple[str, ...]]:
 
 
 def text_values(params: Mapping[str, Any], order: tuple[str, ...]) -> list[bytes | None] | None:
-    """The parameters in ``order`` in PostgreSQL's text form (UTF-8), or ``None`` when one is
-    not a string, an ``int`` or ``None`` (or a string UTF-8 cannot hold)."""
+    r"""The parameters in ``order`` in PostgreSQL's text form (UTF-8), or ``None`` when one is
+    not a string, an ``int``, ``None`` or a list of those (an array), or holds a string that
+    libpq cannot pass as it is (a NUL, which would end it) or that UTF-8 cannot hold.
+
+    >>> text_values({"a": "x", "b": 7, "c": None, "d": ['say "hi"', "a\\b", None, 3]}, ("a", "b", "c", "d"))
+    [b'x', b'7', None, b'{"say \\"hi\\"","a\\\\b",NULL,3}']
+    """
     values: list[bytes | None] = []
     for key in order:
         value = params[key]
-        if isinstance(value, str):
-            try:
-                values.append(value.encode())
-            except UnicodeEncodeError:
+        if type(value) is list:
+            items = [_array_item(item) for item in value]
+            if None in items:
                 return None
-        elif value is None or type(value) is int:
-            values.append(None if value is None else str(value).encode())
-        else:
+            value = "{" + ",".join(items) + "}"  # type: ignore[arg-type]
+        elif value is None:
+            values.append(None)
+            continue
+        elif type(value) is int:
+            value = str(value)
+        elif not isinstance(value, str):
+            return None
+        if "\0" in value:
+            return None
+        try:
+            values.append(value.encode())
+        except UnicodeEncodeError:
             return None
     return values
+
+
+def _array_item(item: Any) -> str | None:
+    """An array element in PostgreSQL's text form: a string quoted (its backslashes and quotes
+    escaped), an ``int``, ``NULL``; ``None`` for any other value."""
+    if isinstance(item, str):
+        return '"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if item is None:
+        return "NULL"
+    if type(item) is int:
+        return str(item)
+    return None
 
 
 def run_named(conn: psycopg.Connection, named: Named, query: str,

@@ -376,13 +376,13 @@ class PostgresStorage:
         return cursor
 
     def _read(self, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        """``_fetch(query, params, binary=True)`` for a read that runs often (recall's page).
-        A lone one runs as a statement prepared by name on its connection, executed by libpq
-        directly (a blocking call, which lets other threads run) and its rows loaded by
-        psycopg's loaders: the same round trip and rows for about half the client's work of
+        """``_fetch(query, params, binary=True)`` for a read that runs often (recall's page and
+        window). A lone one runs as a statement prepared by name on its connection, executed
+        by libpq directly (a blocking call, which lets other threads run) and its rows loaded
+        by psycopg's loaders: the same round trip and rows for about half the client's work of
         a cursor's ``execute``, most of which is psycopg's own Python. An open transaction,
-        an awaited call, a value other than text, an integer or NULL, or a connection on
-        which statements may not be prepared (``Named``) go through ``_fetch``."""
+        an awaited call, a value ``text_values`` does not pass, or a connection on which
+        statements may not be prepared (``Named``) go through ``_fetch``."""
         if self._open() is None and not loop_bridge.awaiting():
             values = text_values(params, named_statement(query)[2])
             if values is not None:
@@ -681,7 +681,7 @@ class PostgresStorage:
         if freshness is not None:
             query = f"{query} UNION ALL ({freshness.sql})"
             params.update(freshness.params)
-        found = self._fetch(query, params)
+        found = self._read(query, params)
         if freshness is not None:
             freshness.observe([r for r in found if r[0] is None and r[3] is not None])
         owner = next((r[2] for r in found if r[0] is None and r[3] is None), None)
