@@ -224,13 +224,12 @@ def test_includes_with_awkward_ids_on_an_owned_thread(memory):
     memory.save_messages([{"id": mid, "thread_id": "t1", "resource_id": "r1", "role": "user",
                            "content": f"Message {k}", "created_at": T0 + timedelta(minutes=k)}
                           for k, mid in enumerate(AWKWARD_IDS)])
-    ids = AWKWARD_IDS
-    for k, mid in enumerate(ids):
+    for k, mid in enumerate(AWKWARD_IDS):
         result = memory.recall("t1", resource_id="r1", per_page=0, include=[
             {"id": mid, "with_previous_messages": 1, "with_next_messages": 1}])
-        assert [m.id for m in result.messages] == ids[max(0, k - 1):k + 2]
-    result = memory.recall("t1", resource_id="r1", per_page=0, include=[{"id": mid} for mid in ids])
-    assert [m.id for m in result.messages] == ids
+        assert [m.id for m in result.messages] == AWKWARD_IDS[max(0, k - 1):k + 2]
+    result = memory.recall("t1", resource_id="r1", per_page=0, include=[{"id": mid} for mid in AWKWARD_IDS])
+    assert [m.id for m in result.messages] == AWKWARD_IDS
 
 
 def test_overlapping_include_windows_are_merged(memory):

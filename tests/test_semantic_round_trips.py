@@ -25,9 +25,10 @@ def _memory(pg_dsn: str, pg_schema: str) -> tuple[Memory, PostgresStorage]:
     return memory, storage
 
 
-def _count(monkeypatch: pytest.MonkeyPatch, target: object, name: str) -> list[int]:
-    """Count the calls of ``target.name`` (still calling through)."""
-    calls = [0]
+def _count(monkeypatch: pytest.MonkeyPatch, target: object, name: str,
+           calls: list[int] | None = None) -> list[int]:
+    """Count the calls of ``target.name`` (still calling through), in ``calls`` when given."""
+    calls = [0] if calls is None else calls
     original = getattr(target, name)
 
     def counted(*args, **kwargs):
@@ -43,16 +44,7 @@ def _statements(monkeypatch: pytest.MonkeyPatch, storage: PostgresStorage) -> li
     name (``run_named``)."""
     from threadrecall.storage.postgres import storage as module
 
-    calls = [0]
-    for target, name in ((storage, "_fetch"), (module, "run_named")):
-        original = getattr(target, name)
-
-        def counted(*args, original=original, **kwargs):
-            calls[0] += 1
-            return original(*args, **kwargs)
-
-        monkeypatch.setattr(target, name, counted)
-    return calls
+    return _count(monkeypatch, module, "run_named", _count(monkeypatch, storage, "_fetch"))
 
 
 @pytest.fixture
