@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import threading
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from threadrecall import Memory, Thread
+from threadrecall.storage import DuckDBStorage
 from threadrecall.errors import (
     FilterTypeError,
     InvalidArgumentError,
@@ -79,6 +81,54 @@ def test_wrong_owner_is_refused(memory):
     with pytest.raises(ResourceMismatchError,
                        match="Thread with id t1 is for resource with id r1 but resource wrong-resource was queried"):
         memory.recall("t1", resource_id="wrong-resource")
+
+
+def test_the_owner_check_follows_thread_changes(memory):
+    seed(memory, "t1", 2)
+    assert len(memory.recall("t1", resource_id="r1").messages) == 2
+    moved = replace(memory.get_thread_by_id("t1"), resource_id="r2")
+    memory.storage.save_thread(moved)
+    with pytest.raises(ResourceMismatchError, match="is for resource with id r2"):
+        memory.recall("t1", resource_id="r1")
+    memory.recall("t1", resource_id="r2")  # its messages keep their own resource
+    memory.delete_thread("t1")
+    with pytest.raises(ThreadNotFoundError):
+        memory.recall("t1", resource_id="r2")
+
+
+def test_the_owner_check_sees_the_open_transaction(memory):
+    seed(memory, "t1", 1)
+    with memory.transaction():
+        memory.create_thread("r2", thread_id="t2")
+        memory.save_messages([{"thread_id": "t2", "role": "user", "content": "new"}])
+        assert [m.text for m in memory.recall("t2", resource_id="r2").messages] == ["new"]
+        with pytest.raises(ResourceMismatchError):
+            memory.recall("t2", resource_id="r1")
+        memory.delete_thread("t1")
+        with pytest.raises(ThreadNotFoundError):
+            memory.recall("t1", resource_id="r1")
+    assert len(memory.recall("t2", resource_id="r2").messages) == 1
+
+
+def test_a_reopened_duckdb_store_checks_owners_without_a_query(tmp_path, monkeypatch):
+    path = tmp_path / "owners.duckdb"
+    memory = Memory(storage=DuckDBStorage(path))
+    for t in range(3):
+        seed(memory, f"t{t}", 2, resource_id=f"r{t}")
+    memory.close()
+    memory = Memory(storage=DuckDBStorage(path))  # nothing cached yet
+    cursors = []
+    original = memory.storage.db.cursor
+    monkeypatch.setattr(memory.storage.db, "cursor", lambda: cursors.append(1) or original())
+    assert len(memory.recall("t1", resource_id="r1").messages) == 2
+    assert len(memory.recall("t2", resource_id="r2", per_page=0,
+                             include=[{"id": "t2-1", "with_next_messages": 1}]).messages) == 2
+    with pytest.raises(ResourceMismatchError):
+        memory.recall("t0", resource_id="r1")
+    with pytest.raises(ThreadNotFoundError):
+        memory.recall("t9", resource_id="r1")
+    assert cursors == []
+    memory.close()
 
 
 def test_no_resource_id_skips_validation(memory):

@@ -188,8 +188,8 @@ def owned_page(storage: Storage, thread_id: str, check_owner: Callable[[str | No
                **query: Any) -> tuple[Sequence[MessageRow | ColumnRow], int]:
     """``storage.page(thread_id, **query)``, calling ``check_owner`` first (when given) with the
     resource of the thread (``None`` when there is no such thread): in the same statement
-    where the storage has ``owned_page`` (PostgreSQL, whose rows come as ``ColumnRow``), else
-    after a thread lookup.
+    where the storage has ``owned_page`` (PostgreSQL, whose rows come as ``ColumnRow``; DuckDB
+    reads the owner from the committed threads it holds, no query), else after a thread lookup.
 
     >>> from threadrecall import Memory
     >>> from threadrecall.storage import DuckDBStorage
@@ -216,9 +216,9 @@ def owned_window(storage: Storage, thread_id: str, includes: Sequence[tuple[str,
                  freshness: Any = None) -> tuple[str | None, list[MessageRow]]:
     """The resource of thread ``thread_id`` (``None`` when there is no such thread) and
     ``storage.window(includes, resource_id)``: one statement where the storage has
-    ``owned_window`` (PostgreSQL), else a thread lookup and the window. A ``freshness``
-    check (``HnswVectorStore.search_ids_deferred``) runs in that statement; a storage
-    without ``owned_window`` leaves it unobserved, so it does not hold.
+    ``owned_window`` (PostgreSQL; DuckDB needs no query), else a thread lookup and the
+    window. A ``freshness`` check (``HnswVectorStore.search_ids_deferred``) runs in that
+    statement; a storage without ``owned_window`` leaves it unobserved, so it does not hold.
 
     >>> from threadrecall import Memory
     >>> from threadrecall.storage import DuckDBStorage

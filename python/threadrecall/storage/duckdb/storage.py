@@ -26,7 +26,7 @@ import itertools
 import json
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -106,7 +106,8 @@ class DuckDBStorage:
         self.db = db
         self.replica = Replica()
         self._threads = ThreadCache()
-        self._thread_ids: set[str] = set()  # every committed thread: a lookup of another needs no query
+        # Every committed thread's resource: an owner check needs no query, nor a lookup of another id.
+        self._owners: dict[str, str] = {}
         self._seq = 0
         self._unsaved: set[str] = set()  # message ids written by the open transaction
         self._lagging: dict[str, datetime] = {}  # committed touches not yet in the threads table
@@ -171,7 +172,7 @@ class DuckDBStorage:
         absent = self._absent_threads()
         saved = self._saved_thread_ids()
         missing = [i for i in wanted if i not in found and i not in absent
-                   and (i in self._thread_ids or i in saved)]
+                   and (i in self._owners or i in saved)]
         if missing:
             # One id (an ownership check) by equality: DuckDB plans it as a point lookup,
             # about a third cheaper than the list's semi-join.
@@ -188,6 +189,27 @@ class DuckDBStorage:
             if self.db.in_transaction:
                 absent.update(i for i in missing if i not in found)
         return found
+
+    def owner(self, thread_id: str) -> str | None:
+        """The resource of thread ``thread_id`` (``None`` when there is no such thread): the
+        committed one without a query, or as the open transaction sees it."""
+        if self.db.in_transaction:
+            thread = self.get_thread(thread_id)
+            return None if thread is None else thread.resource_id
+        return self._owners.get(thread_id)
+
+    def owned_window(self, thread_id: str, includes: Sequence[tuple[str, int, int]],
+                     resource_id: str | None = None) -> tuple[str | None, list[MessageRow]]:
+        """``owner(thread_id)`` and ``window(includes, resource_id)``."""
+        return self.owner(thread_id), (self.window(includes, resource_id) if includes else [])
+
+    def owned_page(self, thread_id: str, check_owner: Callable[[str | None], None] | None,
+                   **query: Any) -> tuple[list[MessageRow], int]:
+        """``page(thread_id, **query)``, calling ``check_owner`` (when given) with
+        ``owner(thread_id)`` first."""
+        if check_owner is not None:
+            check_owner(self.owner(thread_id))
+        return self.page(thread_id, **query)
 
     def save_thread(self, thread: Thread) -> Thread:
         """Insert or replace a thread (an existing thread keeps its ``created_at``)."""
@@ -298,7 +320,7 @@ class DuckDBStorage:
             tx.execute("DELETE FROM threads WHERE id = ?", [thread_id])
             self._forget_threads([thread_id])
             self.db.on_commit(lambda: self._unmirror_thread(thread_id))
-            self.db.on_commit(lambda: self._thread_ids.discard(thread_id))
+            self.db.on_commit(lambda: self._owners.pop(thread_id, None))
 
     def list_threads(self, *, resource_id: str | None = None, metadata: Any = None, page: int = 0,
                      per_page: int | bool = 100, order_by: Mapping[str, str] | None = None) -> ThreadPage:
@@ -617,7 +639,7 @@ class DuckDBStorage:
     def _committed_threads(self, threads: Iterable[Thread]) -> None:
         threads = list(threads)
         self._threads.put(threads)
-        self._thread_ids.update(t.id for t in threads)
+        self._owners.update((t.id, t.resource_id) for t in threads)
 
     def _absent_threads(self) -> set[str]:
         """Ids the open transaction looked up and found missing, and has not written since:
@@ -649,7 +671,7 @@ class DuckDBStorage:
 
     def _load_replica(self, batch: int = 100_000) -> None:
         self._seq = self.db.fetch_one("SELECT coalesce(max(seq), 0) FROM messages")[0]
-        self._thread_ids.update(r[0] for r in self.db.cursor().execute("SELECT id FROM threads").fetchall())
+        self._owners.update(self.db.cursor().execute("SELECT id, resource_id FROM threads").fetchall())
         reader = self.db.cursor().sql(
             f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {PAYLOAD_SQL}, metadata "
             "FROM messages ORDER BY seq"
