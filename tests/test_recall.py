@@ -10,7 +10,6 @@ from datetime import timedelta
 import pytest
 
 from threadrecall import Memory, Thread
-from threadrecall.storage import DuckDBStorage
 from threadrecall.errors import (
     FilterTypeError,
     InvalidArgumentError,
@@ -18,6 +17,7 @@ from threadrecall.errors import (
     ResourceMismatchError,
     ThreadNotFoundError,
 )
+from threadrecall.storage import DuckDBStorage
 
 from conftest import T0, seed, texts
 
