@@ -46,6 +46,34 @@ def msg(**fields):
     return {"thread_id": "t1", "role": "user", "content": "text", **fields}
 
 
+# A NUL character in an identifier or a title (PostgreSQL's text cannot hold one); in message
+# text and metadata it is stored.
+NUL = "cannot contain a NUL character"
+NUL_WRITES = [
+    ("NUL in message id", lambda m: m.save_messages([msg(id="m\0")]), InvalidArgumentError, NUL),
+    ("NUL in thread id", lambda m: m.save_messages([msg(thread_id="t\0", resource_id="r1")]),
+     InvalidArgumentError, NUL),
+    ("NUL in resource id", lambda m: m.save_messages([msg(thread_id="new", resource_id="r\0")]),
+     InvalidArgumentError, NUL),
+    ("NUL in message type", lambda m: m.save_messages([msg(type="t\0")]), InvalidArgumentError, NUL),
+    ("NUL in a title", lambda m: m.create_thread("r1", thread_id="t3", title="a\0"), InvalidArgumentError, NUL),
+    ("NUL in a created thread id", lambda m: m.create_thread("r1", thread_id="t\0"), InvalidArgumentError, NUL),
+    ("NUL in an updated title", lambda m: m.update_thread("t1", title="a\0"), InvalidArgumentError, NUL),
+    ("NUL in an updated resource", lambda m: m.update_messages([{"id": "m1", "resource_id": "r\0"}]),
+     InvalidArgumentError, NUL),
+    ("NUL in a deleted id", lambda m: m.delete_messages(["m1", "m\0"]), InvalidArgumentError, NUL),
+    ("NUL in a working memory thread", lambda m: m.update_working_memory("t\0", "x", resource_id="r1"),
+     InvalidArgumentError, NUL),
+]
+NUL_READS = [
+    ("NUL in a recalled thread", lambda m: m.recall("t\0"), InvalidArgumentError, NUL),
+    ("NUL in a recalled resource", lambda m: m.recall("t1", resource_id="r\0"), InvalidArgumentError, NUL),
+    ("NUL in a cursor", lambda m: m.recall("t1", before_id="m\0"), InvalidArgumentError, NUL),
+    ("NUL in an include", lambda m: m.recall("t1", include=[{"id": "m\0"}]), InvalidArgumentError, NUL),
+    ("NUL in a lookup", lambda m: m.get_thread_by_id("t\0"), InvalidArgumentError, NUL),
+    ("NUL in list_threads", lambda m: m.list_threads(resource_id="r\0"), InvalidArgumentError, NUL),
+]
+
 WRITES = [
     # (name, call, error class, a fragment of the message naming the cause)
     ("int metadata key", lambda m: m.save_messages([msg(metadata={1: "a"})]), UnsupportedValueError, "key 1"),
@@ -97,6 +125,7 @@ WRITES = [
      InvalidArgumentError, "surrogate"),
     ("working memory patch", lambda m: m.merge_working_memory("t1", {"name": object()}, resource_id="r1"),
      UnsupportedValueError, "'name'"),
+    *NUL_WRITES,
 ]
 
 
@@ -153,6 +182,7 @@ READS = [
      InvalidArgumentError, "surrogate"),
     ("surrogate in a working memory thread", lambda m: m.get_working_memory("\ud800", resource_id="r1"),
      InvalidArgumentError, "surrogate"),
+    *NUL_READS,
 ]
 
 
@@ -178,6 +208,8 @@ VECTOR_CALLS = [
     ("surrogate in a filter list", lambda v: v.query("x", [1, 0], filter={"k": {"$in": ["a", "\ud800"]}}),
      InvalidArgumentError, "surrogate"),
     ("surrogate delete", lambda v: v.delete_vectors("x", ids=["\ud800"]), InvalidArgumentError, "surrogate"),
+    ("NUL in an id", lambda v: v.upsert("x", [[1, 0]], ids=["a\0"]), InvalidArgumentError, NUL),
+    ("NUL in a deleted id", lambda v: v.delete_vectors("x", ids=["kept\0"]), InvalidArgumentError, NUL),
 ]
 
 
@@ -199,3 +231,17 @@ def test_a_huge_top_k_returns_every_match():
     store.create_index("x", 2)
     store.upsert("x", [[0, 1], [1, 0]], ids=["a", "b"])
     assert sorted(r.id for r in store.query("x", [1, 0], top_k=10**30)) == ["a", "b"]
+
+
+
+@pytest.mark.parametrize("name, call, error, fragment", NUL_WRITES + NUL_READS,
+                         ids=[c[0] for c in NUL_WRITES + NUL_READS])
+def test_a_nul_in_an_identifier_is_refused_alike_on_every_backend(storage, name, call, error, fragment):
+    memory = Memory(storage=storage, options={"working_memory": {"enabled": True}})
+    memory.create_thread("r1", thread_id="t1", title="first")
+    memory.save_messages([{"id": "m1", "thread_id": "t1", "role": "user", "content": "a\0b",
+                           "metadata": {"k": "v\0"}}])  # text and metadata hold it
+    with pytest.raises(error, match=re.escape(fragment)):
+        call(memory)
+    assert [(m.id, m.text) for m in memory.recall("t1", per_page=False).messages] == [("m1", "a\0b")]
+    assert [t.id for t in memory.list_threads().threads] == ["t1"]

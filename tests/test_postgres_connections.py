@@ -252,13 +252,14 @@ def test_connections_the_pool_closed_are_not_kept_alive(pg_dsn, pg_schema):
 
 def test_a_nul_in_a_read_value_is_refused_not_cut_short(pg_dsn, pg_schema):
     """libpq passes text parameters as C strings: a value with a NUL would end there ("t1\\0x"
-    read as "t1"). Such reads go through psycopg, which refuses them as for any statement."""
+    read as "t1"). Such reads go through psycopg, which refuses them as for any statement
+    (``Memory`` refuses a NUL in an id before it reads)."""
     storage = PostgresStorage(pg_dsn, schema=pg_schema)
     memory = Memory(storage=storage)
     try:
         memory.save_messages(_turn("t1", 0))
-        for call in (lambda: memory.recall("t1\x00x"),
-                     lambda: memory.recall("t1", resource_id="u", include=[{"id": "t1-0-0\x00x"}])):
+        for call in (lambda: storage.page("t1\x00x"),
+                     lambda: storage.owned_window("t1", [("t1-0-0\x00x", 1, 1)], "u")):
             with pytest.raises(psycopg.DataError):
                 call()
         assert memory.recall("t1").total == 2

@@ -1,8 +1,8 @@
 """What callers pass in as messages and values, checked before anything is written.
 
 A message given as a ``Message`` or a dict becomes a complete ``Message`` here, or raises one of
-``threadrecall.errors`` naming the cause: ids and texts that UTF-8 can store, JSON-only metadata
-and content, a known role, a time in range.
+``threadrecall.errors`` naming the cause: ids and texts that UTF-8 can store (ids and titles
+without a NUL character), JSON-only metadata and content, a known role, a time in range.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from .errors import InvalidArgumentError
 from .recall import check_thread_id
 from .storage.duckdb import new_id
-from .types import ROLES, Message, MessageContent, check_json, check_text, parse_time
+from .types import ROLES, Message, MessageContent, check_json, check_name, check_text, parse_time
 
 __all__ = [
     "apply_update",
@@ -76,13 +76,13 @@ def _message_type(value: Any) -> str:
         return "text"
     if not isinstance(value, str):
         raise InvalidArgumentError(f"message type must be a string, got {type(value).__name__}")
-    return check_text(value, "message type")
+    return check_name(value, "message type")
 
 
 def title_of(value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InvalidArgumentError(f"title must be a string, got {type(value).__name__}")
-    return None if value is None else check_text(value, "title")
+    return None if value is None else check_name(value, "title")
 
 
 def update_of(value: Mapping[str, Any] | Message) -> dict[str, Any]:
@@ -144,4 +144,4 @@ def json_mapping(value: Any, what: str) -> dict[str, Any]:
 def check_id(value: Any, what: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgumentError(f"{what} must be a non-empty string")
-    check_text(value, what)
+    check_name(value, what)

@@ -57,6 +57,7 @@ from .types import (
     RecallResult,
     Thread,
     ThreadPage,
+    check_name,
     check_text,
     check_texts,
 )
@@ -306,7 +307,7 @@ class Memory:
         check_paging(page, per_page)
         check_texts(metadata, "the metadata filter")
         check_texts(order_by, "order_by")
-        _check_optional_text(resource_id, "resource_id")
+        _check_optional(resource_id, "resource_id")
         return self.storage.list_threads(
             resource_id=resource_id, metadata=metadata, page=page, per_page=per_page, order_by=order_by,
         )
@@ -521,7 +522,7 @@ class Memory:
                 )
             if not isinstance(item, str) or not item.strip():
                 raise InvalidArgumentError("All message IDs must be non-empty strings")
-            flat.append(check_text(item, "message id"))
+            flat.append(check_name(item, "message id"))
         with self.storage.transaction():
             gone = self._stored(flat) if self.index is not None else []
             self.storage.delete_messages(flat)
@@ -589,9 +590,9 @@ class Memory:
         config = merge(self.options, thread_config)
         check_thread_id(thread_id)
         check_paging(page, per_page)
-        for name, value in (("resource_id", resource_id), ("vector_search_string", vector_search_string),
-                            ("after_id", after_id), ("before_id", before_id)):
-            _check_optional_text(value, name)
+        for name, value in (("resource_id", resource_id), ("after_id", after_id), ("before_id", before_id)):
+            _check_optional(value, name)
+        _check_optional(vector_search_string, "vector_search_string", check_text)
         date_range, metadata = _split_filter(filter)
         semantic = config.semantic
         search = semantic is not None and bool(vector_search_string)
@@ -778,7 +779,7 @@ class Memory:
         which decode only the rows that changed since their previous read."""
         self._gate.wait_for_writes()
         check_thread_id(thread_id)
-        _check_optional_text(resource_id, "resource_id")
+        _check_optional(resource_id, "resource_id")
         _, metadata = _split_filter({"metadata": metadata} if metadata else None)
         check = functools.partial(_owner_is, thread_id, resource_id, False) if resource_id else None
         if self._thread_reads is None or metadata:
@@ -828,12 +829,12 @@ def _owner_is(thread_id: str, resource_id: str, resource_scope: bool, owner: str
         )
 
 
-def _check_optional_text(value: Any, name: str) -> None:
-    """``InvalidArgumentError`` unless ``value`` is ``None`` or a string ``check_text`` accepts."""
+def _check_optional(value: Any, name: str, check: Callable[[str, str], str] = check_name) -> None:
+    """``InvalidArgumentError`` unless ``value`` is ``None`` or a string ``check`` accepts."""
     if value is not None:
         if not isinstance(value, str):
             raise InvalidArgumentError(f"{name} must be a string, got {type(value).__name__}")
-        check_text(value, name)
+        check(value, name)
 
 
 def _split_filter(filter: Any) -> tuple[Mapping[str, Any] | None, dict[str, Any] | None]:

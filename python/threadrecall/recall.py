@@ -19,7 +19,7 @@ from .config import is_count
 from .errors import InvalidArgumentError
 from .storage.base import Storage
 from .storage.rows import ColumnRow, MessageRow, messages_of, to_micros
-from .types import Message, RecallResult, check_text, parse_time
+from .types import Message, RecallResult, check_name, parse_time
 
 __all__ = ["Include", "HistoryQuery", "read_history", "check_thread_id", "owned_page", "owned_window",
            "parse_includes", "thread_rows"]
@@ -56,7 +56,7 @@ MAX_POSITION = 2**53
 def check_thread_id(thread_id: Any) -> str:
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise InvalidArgumentError("threadId must be a non-empty string")
-    return check_text(thread_id, "threadId")
+    return check_name(thread_id, "threadId")
 
 
 def check_paging(page: Any, per_page: Any) -> None:
@@ -80,6 +80,7 @@ def parse_includes(include: Any, default_context: int) -> list[Include]:
     for entry in include:
         if not isinstance(entry, Mapping) or not isinstance(entry.get("id"), str) or not entry["id"]:
             raise InvalidArgumentError("each include entry needs a non-empty string 'id'")
+        check_name(entry["id"], "an include id")
         before = entry.get("with_previous_messages", default_context)
         after = entry.get("with_next_messages", default_context)
         if not (is_count(before) and is_count(after)):

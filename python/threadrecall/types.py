@@ -26,6 +26,7 @@ __all__ = [
     "QueryResult",
     "search_text",
     "check_json",
+    "check_name",
     "check_text",
     "check_texts",
     "IndexStats",
@@ -447,3 +448,17 @@ def check_text(value: str, what: str) -> str:
                 f"{what} holds a lone surrogate ({value[exc.start]!a} at {exc.start}), which "
                 "UTF-8 cannot store") from None
     return value
+
+
+def check_name(value: str, what: str) -> str:
+    """``check_text`` for an identifier or a title, which must also be free of NUL characters:
+    PostgreSQL's text cannot hold one, so no backend takes one.
+
+    >>> check_name("t\\0", "threadId")
+    Traceback (most recent call last):
+    ...
+    threadrecall.errors.InvalidArgumentError: threadId cannot contain a NUL character
+    """
+    if "\0" in value:
+        raise InvalidArgumentError(f"{what} cannot contain a NUL character")
+    return check_text(value, what)

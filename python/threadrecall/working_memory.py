@@ -22,7 +22,7 @@ from .errors import (
     ResourceMismatchError,
     ThreadNotFoundError,
 )
-from .types import Message, MessageContent, check_json, check_text
+from .types import Message, MessageContent, check_json, check_name, check_text
 from .value_schema import ValueSchema
 
 __all__ = [
@@ -192,11 +192,11 @@ class WorkingMemory:
             raise ConfigurationError(NOT_ENABLED)
         if not isinstance(thread_id, str) or not thread_id.strip():
             raise InvalidArgumentError("thread_id must be a non-empty string")
-        check_text(thread_id, "thread_id")
+        check_name(thread_id, "thread_id")
         if resource_id is not None:
             if not isinstance(resource_id, str):
                 raise InvalidArgumentError("resource_id must be a string")
-            check_text(resource_id, "resource_id")
+            check_name(resource_id, "resource_id")
         if self.config.scope == "resource" and not resource_id:
             raise ConfigurationError(NO_RESOURCE)
         if resource_id:

@@ -58,7 +58,7 @@ from ..errors import (
     InvalidArgumentError,
     StorageError,
 )
-from ..types import IndexStats, QueryResult, check_json, check_text, check_texts, dumps
+from ..types import IndexStats, QueryResult, check_json, check_name, check_texts, dumps
 from .arguments import METRICS
 from .arguments import as_matrix as _as_matrix
 from .arguments import check_name as _check_name
@@ -294,7 +294,7 @@ class HnswVectorStore(AsyncTwins):
         if any(not isinstance(i, str) or not i.strip() for i in ids):
             raise InvalidArgumentError("vector ids must be non-empty strings")
         for i in ids:
-            check_text(i, "a vector id")
+            check_name(i, "a vector id")
         if any(not isinstance(m, dict) for m in metadata):
             raise InvalidArgumentError("each metadata entry must be a dict")
         if n == 0:
@@ -564,7 +564,8 @@ class HnswVectorStore(AsyncTwins):
             ids = [ids] if isinstance(ids, str) else list(ids)
             if any(not isinstance(i, str) for i in ids):
                 raise InvalidArgumentError("vector ids must be strings")
-            check_texts(ids, "vector ids")
+            for i in ids:
+                check_name(i, "a vector id")
             doomed.update(ids)
         if filter is not None:
             check_texts(filter, "the filter")

@@ -49,7 +49,7 @@ from ..errors import (
     InvalidArgumentError,
 )
 from ..storage.postgres.schema import migrate, quoted_schema
-from ..types import IndexStats, QueryResult, check_text, dumps
+from ..types import IndexStats, QueryResult, check_name, dumps
 from .arguments import METRICS
 from .arguments import as_matrix as _as_matrix
 from .arguments import check_name as _check_name
@@ -373,9 +373,7 @@ class PgVector(AsyncTwins):
         if any(not isinstance(i, str) or not i.strip() for i in ids):
             raise InvalidArgumentError("vector ids must be non-empty strings")
         for i in ids:
-            check_text(i, "a vector id")
-            if "\x00" in i:
-                raise InvalidArgumentError("vector ids cannot hold the NUL character")
+            check_name(i, "a vector id")
         if any(not isinstance(m, dict) for m in metadata):
             raise InvalidArgumentError("each metadata entry must be a dict")
         texts = [_metadata_json(m) for m in metadata]
