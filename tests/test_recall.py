@@ -117,7 +117,7 @@ def test_a_reopened_duckdb_store_checks_owners_without_a_query(tmp_path, monkeyp
         seed(memory, f"t{t}", 2, resource_id=f"r{t}")
     memory.close()
     memory = Memory(storage=DuckDBStorage(path))  # nothing cached yet
-    cursors = []
+    cursors = []  # every read outside a transaction takes the database's cursor
     original = memory.storage.db.cursor
     monkeypatch.setattr(memory.storage.db, "cursor", lambda: cursors.append(1) or original())
     assert len(memory.recall("t1", resource_id="r1").messages) == 2

@@ -22,7 +22,7 @@ from .storage.rows import ColumnRow, MessageRow, messages_of, to_micros
 from .types import Message, RecallResult, check_name, parse_time
 
 __all__ = ["Include", "HistoryQuery", "read_history", "check_thread_id", "owned_page", "owned_window",
-           "parse_includes", "thread_rows"]
+           "owner_of", "parse_includes", "thread_rows"]
 
 
 @dataclass(frozen=True)
@@ -189,8 +189,8 @@ def owned_page(storage: Storage, thread_id: str, check_owner: Callable[[str | No
                **query: Any) -> tuple[Sequence[MessageRow | ColumnRow], int]:
     """``storage.page(thread_id, **query)``, calling ``check_owner`` first (when given) with the
     resource of the thread (``None`` when there is no such thread): in the same statement
-    where the storage has ``owned_page`` (PostgreSQL, whose rows come as ``ColumnRow``; DuckDB
-    reads the owner from the committed threads it holds, no query), else after a thread lookup.
+    where the storage has ``owned_page`` (PostgreSQL, whose rows come as ``ColumnRow``), else
+    after ``owner_of`` the thread.
 
     >>> from threadrecall import Memory
     >>> from threadrecall.storage import DuckDBStorage
@@ -205,10 +205,8 @@ def owned_page(storage: Storage, thread_id: str, check_owner: Callable[[str | No
     fused = getattr(storage, "owned_page", None)
     if fused is not None:
         return fused(thread_id, check_owner, **query)
-    if check_owner is None:
-        return storage.page(thread_id, **query)
-    thread = storage.get_thread(thread_id)
-    check_owner(None if thread is None else thread.resource_id)
+    if check_owner is not None:
+        check_owner(owner_of(storage, thread_id))
     return storage.page(thread_id, **query)
 
 
@@ -217,9 +215,9 @@ def owned_window(storage: Storage, thread_id: str, includes: Sequence[tuple[str,
                  freshness: Any = None) -> tuple[str | None, list[MessageRow]]:
     """The resource of thread ``thread_id`` (``None`` when there is no such thread) and
     ``storage.window(includes, resource_id)``: one statement where the storage has
-    ``owned_window`` (PostgreSQL; DuckDB needs no query), else a thread lookup and the
-    window. A ``freshness`` check (``HnswVectorStore.search_ids_deferred``) runs in that
-    statement; a storage without ``owned_window`` leaves it unobserved, so it does not hold.
+    ``owned_window`` (PostgreSQL), else ``owner_of`` the thread and the window. A
+    ``freshness`` check (``HnswVectorStore.search_ids_deferred``) runs in that statement; a
+    storage without ``owned_window`` leaves it unobserved, so it does not hold.
 
     >>> from threadrecall import Memory
     >>> from threadrecall.storage import DuckDBStorage
@@ -237,9 +235,25 @@ def owned_window(storage: Storage, thread_id: str, includes: Sequence[tuple[str,
         if freshness is not None:
             return fused(thread_id, includes, resource_id, freshness=freshness)
         return fused(thread_id, includes, resource_id)
+    return owner_of(storage, thread_id), (storage.window(includes, resource_id) if includes else [])
+
+
+def owner_of(storage: Storage, thread_id: str) -> str | None:
+    """The resource of thread ``thread_id`` (``None`` when there is no such thread): from the
+    storage's ``owner`` where it has one (DuckDB, which needs no query), else a thread lookup.
+
+    >>> from threadrecall import Memory
+    >>> from threadrecall.storage import DuckDBStorage
+    >>> memory = Memory(storage=DuckDBStorage())
+    >>> _ = memory.create_thread("u", thread_id="t1")
+    >>> owner_of(memory.storage, "t1"), owner_of(memory.storage, "nope")
+    ('u', None)
+    """
+    owner = getattr(storage, "owner", None)
+    if owner is not None:
+        return owner(thread_id)
     thread = storage.get_thread(thread_id)
-    owner = None if thread is None else thread.resource_id
-    return owner, (storage.window(includes, resource_id) if includes else [])
+    return None if thread is None else thread.resource_id
 
 
 def _cursor_page(storage: Storage, q: HistoryQuery, bounds: dict[str, Any],

@@ -26,7 +26,7 @@ import itertools
 import json
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -197,19 +197,6 @@ class DuckDBStorage:
             thread = self.get_thread(thread_id)
             return None if thread is None else thread.resource_id
         return self._owners.get(thread_id)
-
-    def owned_window(self, thread_id: str, includes: Sequence[tuple[str, int, int]],
-                     resource_id: str | None = None) -> tuple[str | None, list[MessageRow]]:
-        """``owner(thread_id)`` and ``window(includes, resource_id)``."""
-        return self.owner(thread_id), (self.window(includes, resource_id) if includes else [])
-
-    def owned_page(self, thread_id: str, check_owner: Callable[[str | None], None] | None,
-                   **query: Any) -> tuple[list[MessageRow], int]:
-        """``page(thread_id, **query)``, calling ``check_owner`` (when given) with
-        ``owner(thread_id)`` first."""
-        if check_owner is not None:
-            check_owner(self.owner(thread_id))
-        return self.page(thread_id, **query)
 
     def save_thread(self, thread: Thread) -> Thread:
         """Insert or replace a thread (an existing thread keeps its ``created_at``)."""
