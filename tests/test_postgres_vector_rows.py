@@ -42,6 +42,7 @@ def test_a_bulk_write_stores_each_vector_under_its_own_id(pg_dsn, pg_schema):
         vector, text = rows[i]
         assert np.frombuffer(vector, dtype="<f4").tobytes() == expected[k].astype("<f4").tobytes()
         assert ('"moved"' in text) == (k % 3 == 0)
+    assert dict(writer.rows.texts("docs")) == {i: text for i, (_, text) in rows.items()}
 
     reader_storage = PostgresStorage(pg_dsn, schema=pg_schema)  # another process's cache: rebuilt from the rows
     reader = HnswVectorStore(reader_storage)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -100,45 +102,52 @@ class Hit:
     """A result class for ``query``: what it sets lands in the instance."""
 
 
-def test_query_hands_out_the_texts_remembered_by_slot():
-    ix, data, _ = filled(n=300)
+def test_query_hands_out_the_metadata_text_each_vector_holds():
+    ix, data, meta = filled(n=300)
     q = data[5]
+    # Written as dicts alone: no text to hand out.
     results, missing = ix.query(q, 3, None, None, result=Hit)
     assert [r.id for r in results] == [i for i, _ in ix.search(q, 3)]
     assert missing == [r.id for r in results] and not any(hasattr(r, "_text") for r in results)
+    assert ix.texts_missing == 300
+    # Written as texts: each vector keeps its own, exactly as given.
     ids = [f"v{i}" for i in range(300)]
-    ix.remember(ids + ["nope"], [f'{{"n": {i}}}' for i in range(301)], 1000)
-    assert ix.remembered == 300  # an id not in the index is not kept
+    texts = [json.dumps({"n": i, "w": f"é {i}"}, ensure_ascii=False) for i in range(300)]
+    ix.add(ids, data[:300], metadata_json=texts)
     results, missing = ix.query(q, 3, None, None, result=Hit)
-    assert missing == [] and [r._text for r in results] == [f'{{"n": {r.id[1:]}}}' for r in results]
-    # Replaced: the new vector has no text until remembered; removed: its text is dropped.
-    top = results[0].id
-    ix.add([top], q[None, :], [{}])
-    assert ix.query(q, 1, None, None, result=Hit)[1] == [top]
-    ix.remove([results[1].id])
-    assert ix.remembered == 299
-    # At most `limit` kept, the oldest remembered dropped first.
-    ix.remember(["v0", "v1"], ["a", "b"], 10)
-    assert ix.remembered == 10
+    assert missing == [] and [r._text.decode() for r in results] == [texts[int(r.id[1:])] for r in results]
+    assert ix.texts_missing == 0
+    # Dicts and texts: the filter reads the dicts, the results hold the texts.
+    ix.add(["v5"], q[None, :], [{"n": -1}], metadata_json=['{"n": -1, "extra": [1, 2]}'])
+    (hit,), missing = ix.query(q, 1, {"n": -1}, None, result=Hit)
+    assert (hit.id, hit._text, missing) == ("v5", b'{"n": -1, "extra": [1, 2]}', [])
+    # Replaced by a dict alone: none again, until filled; removed: not counted.
+    ix.add(["v5"], q[None, :], [{}])
+    assert ix.query(q, 1, None, None, result=Hit)[1] == ["v5"]
+    assert ix.texts_missing == 1
+    ix.fill_texts(["v5", "v6", "nope"], ["{}", '{"ignored": 1}', "{}"])
+    assert ix.query(q, 1, None, None, result=Hit)[0][0]._text == b"{}"
+    assert ix.query(data[6], 1, None, None, result=Hit)[0][0]._text.decode() == texts[6]  # it had one
+    ix.add(["v5"], q[None, :], [{}])
+    ix.remove(["v5"])
+    assert ix.texts_missing == 0
     with pytest.raises(InvalidArgumentError):
-        ix.remember(["v0"], [], 10)
+        ix.fill_texts(["v0"], [])
+    with pytest.raises(InvalidArgumentError):
+        ix.add(["v0"], q[None, :], [{}], metadata_json=[])
+    with pytest.raises(InvalidArgumentError):
+        ix.add(["v0"], q[None, :])
 
 
-def test_texts_kept_by_slot_are_dropped_when_compaction_numbers_the_slots_anew():
+def test_texts_follow_their_vectors_when_compaction_numbers_the_slots_anew():
     ix, data, _ = filled(n=1000)
-    ix.remember([f"v{i}" for i in range(1000)], [str(i) for i in range(1000)], 5000)
-    # 400 tombstones of 1,000 slots: the index compacts, numbering the slots anew.
+    ix.add([f"v{i}" for i in range(1000)], data[:1000], metadata_json=[str(i) for i in range(1000)])
+    # 400 more tombstones: the index compacts, numbering the slots anew.
     assert ix.remove([f"v{i}" for i in range(400)]) == 400
-    ix.remember([f"v{i}" for i in range(400, 700)], ["new"] * 300, 5000)
-    assert ix.remembered == 300
     for q in data[[450, 900]]:
         results, missing = ix.query(q, 20, None, None, result=Hit)
-        assert len(results) == 20
-        for r in results:
-            if int(r.id[1:]) >= 700:  # remembered before the compaction: forgotten
-                assert r.id in missing and not hasattr(r, "_text")
-            else:
-                assert r._text == "new"
+        assert len(results) == 20 and missing == []
+        assert all(r._text.decode() == r.id[1:] for r in results)
 
 
 def test_search_batch_equals_single_searches():

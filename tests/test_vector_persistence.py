@@ -235,3 +235,50 @@ def test_store_of_float_list_vectors_opens_with_the_same_answers(tmp_path, file_
     with HnswVectorStore(old) as store:
         assert store.describe_index("docs").count == 300
         assert [r.id for r in store.query("docs", data[0], top_k=1, filter={"thread_id": "t9"})] == ["v7"]
+
+
+METADATA = [{"z": i, "a": [1, {"b": None}], "big": 2**70, "f": 0.1, "s": f"é{i}"} for i in range(60)]
+
+
+def written_store(db) -> np.ndarray:
+    data = unit(11, len(METADATA))
+    with HnswVectorStore(db) as store:
+        store.create_index("docs", DIM)
+        store.upsert("docs", data, ids=[f"v{i}" for i in range(len(data))], metadata=METADATA)
+    return data
+
+
+def queried_without_reading_rows(store: HnswVectorStore, data: np.ndarray, monkeypatch) -> None:
+    """Every hit's metadata equals what was written, key order included, and no row is read."""
+    reads = []
+    monkeypatch.setattr(store.rows, "fetch", lambda *a, **k: reads.append(a) or [])
+    for i, q in enumerate(data[:20]):
+        hits = store.query("docs", q, top_k=3)
+        assert hits[0].id == f"v{i}"
+        for h in hits:
+            want = METADATA[int(h.id[1:])]
+            assert h.metadata == want and list(h.metadata) == list(want)
+    assert reads == []
+
+
+def test_a_reopened_store_hands_out_metadata_as_written_without_reading_the_database(
+        tmp_path, monkeypatch):
+    db = tmp_path / "m.duckdb"
+    data = written_store(db)
+    with HnswVectorStore(db) as store:
+        queried_without_reading_rows(store, data, monkeypatch)
+
+
+def test_an_index_file_without_metadata_texts_gets_them_from_the_database_once(
+        tmp_path, monkeypatch):
+    db = tmp_path / "m.duckdb"
+    data = written_store(db)
+    # The file as the previous format left it: vectors whose texts it does not hold.
+    path = str(tmp_path / "m.duckdb.docs.hnsw")
+    index, generation, origin = _core.VectorIndex.load(path)
+    index.add([f"v{i}" for i in range(len(data))], data, METADATA)
+    assert index.texts_missing == len(data)
+    index.save(path, generation, origin)
+    with HnswVectorStore(db) as store:
+        queried_without_reading_rows(store, data, monkeypatch)
+        assert store._loaded["docs"].index.texts_missing == 0

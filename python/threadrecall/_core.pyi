@@ -138,7 +138,8 @@ class VectorIndex:
         link: bool = False,
     ) -> None:
         """Insert or replace by id; ``vectors`` is C-contiguous float32 ``(len(ids), dim)``;
-        metadata as dicts or as JSON texts (``metadata_json``), exactly one of the two.
+        metadata as dicts, as JSON texts (``metadata_json``), or both (the dicts are read);
+        each vector keeps its JSON text, when given, for ``query`` to hand out.
 
         Searchable at once; linked into the graph by ``link_pending`` (or before returning
         when ``link`` is true).
@@ -156,13 +157,12 @@ class VectorIndex:
         """Whether a save would write more than the changes and linking since the last one:
         a search breadth measured since, or a file of the previous format (or none yet)."""
     def remove(self, ids: list[str]) -> int:
-        """Delete by id (and the texts remembered for them); return how many existed."""
-    def remember(self, ids: list[str], texts: list[str], limit: int) -> None:
-        """Keep the metadata text of each live id for ``query``, at most ``limit`` texts in
-        all (the oldest remembered go first)."""
+        """Delete by id; return how many existed."""
+    def fill_texts(self, ids: list[str], texts: list[str]) -> None:
+        """Give each live id that holds no metadata text its text in ``texts``."""
     @property
-    def remembered(self) -> int:
-        """How many metadata texts are kept for ``query``."""
+    def texts_missing(self) -> int:
+        """How many live vectors hold no metadata text."""
     def ids_where(self, filter: dict[str, Any]) -> list[str]:
         """The ids whose metadata passes ``filter`` (every id for an empty filter)."""
     def remove_where(self, filter: dict[str, Any]) -> list[str]:
@@ -175,9 +175,9 @@ class VectorIndex:
         self, vector: Any, k: int, filter: dict[str, Any] | None, ef: int | None, *,
         result: type[Any]
     ) -> tuple[list[Any], list[str]]:
-        """``search`` as ``result`` objects (``id``, ``score``, and the metadata text
-        remembered for the hit as ``_text``, in the instance dict; ``vector`` is left to the
-        class's default); also the ids with no text remembered."""
+        """``search`` as ``result`` objects (``id``, ``score``, and the metadata text the
+        hit's vector holds as ``_text`` (UTF-8 bytes), in the instance dict; ``vector`` is left to the
+        class's default); also the ids whose vectors hold no text."""
     def search_batch(
         self, vectors: Any, k: int, filter: dict[str, Any] | None = None, ef: int | None = None
     ) -> list[list[tuple[str, float]]]:

@@ -305,8 +305,8 @@ class ThreadPage:
 
 class _StoredMetadata:
     """The ``metadata`` field of a :class:`QueryResult`: a result built by a vector store may
-    hold its metadata as the stored JSON text (instance key ``_text``), decoded on first read,
-    so a search pays no decoding for metadata nobody reads."""
+    hold its metadata as the stored JSON (instance key ``_text``: a string, or its UTF-8
+    bytes), decoded on first read, so a search pays no decoding for metadata nobody reads."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name

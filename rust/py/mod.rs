@@ -5,7 +5,6 @@ mod error;
 mod lexical;
 mod objects;
 mod rows;
-mod texts;
 mod timeline;
 mod vector;
 

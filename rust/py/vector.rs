@@ -2,16 +2,15 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError, RwLock};
+use std::sync::{PoisonError, RwLock};
 
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyFloat, PyList, PyString, PyType};
+use pyo3::types::{PyBytes, PyFloat, PyList, PyString, PyType};
 
-use super::convert::{input_from_py, inputs_from_json, one_metadata_form, strict_input_from_py};
+use super::convert::{input_from_py, inputs_from_json, strict_input_from_py};
 use super::objects::{set_attr, Blank};
-use super::texts::SlotTexts;
 use crate::distance::Metric;
 use crate::error::CoreError;
 use crate::filter::Filter;
@@ -52,9 +51,6 @@ pub(crate) struct PyVectorIndex {
     inner: RwLock<VectorIndex>,
     /// Writers waiting for the lock: linking steps aside for them between vectors.
     writers: AtomicUsize,
-    /// Metadata texts by slot, handed to the results of `query`; read and written with the
-    /// GIL held.
-    texts: Mutex<SlotTexts>,
 }
 
 impl PyVectorIndex {
@@ -87,12 +83,13 @@ impl PyVectorIndex {
         Ok(PyVectorIndex {
             inner: RwLock::new(index),
             writers: AtomicUsize::new(0),
-            texts: Mutex::default(),
         })
     }
 
     /// Inserts or replaces vectors by id; `vectors` is float32 `(len(ids), dim)`; metadata
-    /// as dicts, or as JSON texts in `metadata_json` (parsed without the GIL). They are
+    /// as dicts, or as JSON texts in `metadata_json` (parsed without the GIL), or both (the
+    /// dicts are read, the texts kept). Each vector keeps its metadata text, if given, for
+    /// `query` to hand out. They are
     /// searchable at once; with `link=False` they wait for `link_pending` to join the graph,
     /// with `link=True` the graph links them (and any earlier backlog) before returning.
     #[pyo3(signature = (ids, vectors, metadata=None, *, metadata_json=None, link=false))]
@@ -119,16 +116,22 @@ impl PyVectorIndex {
             return Err(CoreError::InvalidArgument(text).into());
         }
         let flat = contiguous(&vectors)?;
-        let metadata = match (metadata, metadata_json) {
-            (Some(dicts), None) => dicts
-                .iter()
-                .map(input_from_py)
-                .collect::<PyResult<Vec<_>>>()?,
-            (None, Some(texts)) => inputs_from_json(py, &texts)?,
-            _ => return Err(one_metadata_form()),
+        let (metadata, texts) = match (metadata, metadata_json) {
+            (Some(dicts), texts) => (
+                dicts
+                    .iter()
+                    .map(input_from_py)
+                    .collect::<PyResult<Vec<_>>>()?,
+                texts,
+            ),
+            (None, Some(texts)) => (inputs_from_json(py, &texts)?, Some(texts)),
+            (None, None) => {
+                let text = "give metadata, metadata_json or both";
+                return Err(CoreError::InvalidArgument(text.into()).into());
+            }
         };
         Ok(self.write(py, |ix| {
-            ix.add(ids, flat, metadata)?;
+            ix.add_stored(ids, flat, metadata, texts)?;
             if link {
                 ix.link_pending(usize::MAX);
             }
@@ -221,52 +224,20 @@ impl PyVectorIndex {
         self.read(py, persist::outdated)
     }
 
-    /// Deletes vectors by id (and the texts kept for them); returns how many existed.
+    /// Deletes vectors by id; returns how many existed.
     fn remove(&self, py: Python<'_>, ids: Vec<String>) -> usize {
-        let (removed, slots, numbering) = self.write(py, |ix| {
-            let slots: Vec<u32> = ids.iter().filter_map(|id| ix.slot(id)).collect();
-            let numbering = ix.numbering();
-            (ix.remove(&ids), slots, numbering)
-        });
-        let mut texts = self.texts.lock().unwrap_or_else(PoisonError::into_inner);
-        slots.into_iter().for_each(|s| texts.forget(numbering, s));
-        removed
+        self.write(py, |ix| ix.remove(&ids))
     }
 
-    /// Keeps the metadata text of each live id in `ids` for `query` to hand out, at most
-    /// `limit` texts in all (the oldest remembered go first).
-    fn remember(
-        &self,
-        py: Python<'_>,
-        ids: Vec<String>,
-        texts: Vec<Bound<'_, PyString>>,
-        limit: i64,
-    ) -> PyResult<()> {
-        let limit = count("limit", limit)?;
-        if ids.len() != texts.len() {
-            let text = format!("{} ids but {} texts", ids.len(), texts.len());
-            return Err(CoreError::InvalidArgument(text).into());
-        }
-        let (slots, numbering) = self.read(py, |ix| {
-            let slots: Vec<Option<u32>> = ids.iter().map(|id| ix.slot(id)).collect();
-            (slots, ix.numbering())
-        });
-        let mut kept = self.texts.lock().unwrap_or_else(PoisonError::into_inner);
-        for (slot, text) in slots.into_iter().zip(texts) {
-            if let Some(slot) = slot {
-                kept.remember(numbering, slot, text.unbind(), limit);
-            }
-        }
-        Ok(())
+    /// Gives each live id in `ids` that holds no metadata text its text in `texts`.
+    fn fill_texts(&self, py: Python<'_>, ids: Vec<String>, texts: Vec<String>) -> PyResult<()> {
+        Ok(self.write(py, |ix| ix.fill_texts(&ids, &texts))?)
     }
 
-    /// How many metadata texts are kept for `query`.
+    /// How many live vectors hold no metadata text.
     #[getter]
-    fn remembered(&self) -> usize {
-        self.texts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+    fn texts_missing(&self, py: Python<'_>) -> usize {
+        self.read(py, |ix| ix.texts_missing())
     }
 
     /// The ids of every vector whose metadata passes `filter`.
@@ -309,9 +280,9 @@ impl PyVectorIndex {
     }
 
     /// [`search`] as `result` objects, built without running Python: each gets `id`,
-    /// `score`, `vector=None` and, as `_text`, the metadata text remembered for it (see
-    /// `remember`; decoded when first read). `k` is clamped to the index's size. Returns the
-    /// results and the ids with no text remembered (their results hold no `_text`).
+    /// `score`, `vector=None` and, as `_text`, the metadata text its vector holds, as UTF-8
+    /// bytes (decoded when first read; bytes cost less to make than a string). `k` is clamped to the index's size. Returns the results and the ids
+    /// whose vectors hold no text (their results hold no `_text`).
     #[pyo3(signature = (vector, k, filter, ef, *, result))]
     fn query<'py>(
         &self,
@@ -333,11 +304,22 @@ impl PyVectorIndex {
                 &owned[..]
             }
         };
-        let (hits, numbering) = self.read(py, |ix| {
-            let hits = ix.search(q, k.min(ix.len().max(1)), filter.as_ref(), ef);
-            (hits, ix.numbering())
+        // The hits' texts are copied out under the index's lock, back to back in one string.
+        let found = self.read(py, |ix| {
+            let hits = ix.search(q, k.min(ix.len().max(1)), filter.as_ref(), ef)?;
+            let mut joined = String::new();
+            let spans: Vec<Option<(usize, usize)>> = hits
+                .iter()
+                .map(|h| {
+                    ix.texts.get(h.slot).map(|text| {
+                        joined.push_str(text);
+                        (joined.len() - text.len(), joined.len())
+                    })
+                })
+                .collect();
+            Ok::<_, CoreError>((hits, joined, spans))
         });
-        let hits = hits?;
+        let (hits, joined, spans) = found?;
         let blank = Blank::of(result)?;
         let keys = [
             intern!(py, "id"),
@@ -346,21 +328,18 @@ impl PyVectorIndex {
         ];
         let out = PyList::empty(py);
         let mut missing = Vec::new();
-        // Taken before any object is made: a finalizer run meanwhile may query again.
-        let found: Vec<Option<Bound<'py, PyString>>> = {
-            let texts = self.texts.lock().unwrap_or_else(PoisonError::into_inner);
-            hits.iter()
-                .map(|h| texts.get(py, numbering, h.slot))
-                .collect()
-        };
-        for (hit, text) in hits.into_iter().zip(found) {
+        for (hit, span) in hits.into_iter().zip(spans) {
             // `vector` stays the class's default (None); the instance holds the rest.
             let obj = blank.make()?;
             let id = PyString::new(py, &hit.id);
             set_attr(&obj, keys[0], &id)?;
             set_attr(&obj, keys[1], &PyFloat::new(py, hit.score as f64))?;
-            match text {
-                Some(text) => set_attr(&obj, keys[2], &text)?,
+            match span {
+                Some((from, to)) => set_attr(
+                    &obj,
+                    keys[2],
+                    &PyBytes::new(py, joined[from..to].as_bytes()),
+                )?,
                 None => missing.push(id),
             }
             out.append(obj)?;
@@ -445,7 +424,6 @@ impl PyVectorIndex {
             PyVectorIndex {
                 inner: RwLock::new(index),
                 writers: AtomicUsize::new(0),
-                texts: Mutex::default(),
             },
             generation,
             origin.into(),

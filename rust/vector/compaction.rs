@@ -4,6 +4,7 @@
 use crate::vector::graph::Graph;
 use crate::vector::ids::Ids;
 use crate::vector::records::RecordTable;
+use crate::vector::texts::Texts;
 use crate::vector::VectorIndex;
 
 /// Compaction starts when tombstones exceed this fraction of all slots...
@@ -33,6 +34,8 @@ impl VectorIndex {
         ids.reserve(self.len());
         let mut records = RecordTable::new();
         records.reserve(self.len());
+        let mut texts = Texts::default();
+        texts.reserve(self.len());
         let (mut relink, mut requeue) = (Vec::new(), Vec::new());
         for slot in 0..self.graph.slots() as u32 {
             if !self.graph.is_deleted(slot) {
@@ -47,6 +50,7 @@ impl VectorIndex {
                 }
                 ids.push(self.ids.get(slot), true);
                 records.push(self.records.get(slot).iter());
+                texts.push(self.texts.get(slot));
             }
         }
         let n_relink = relink.len();
@@ -55,7 +59,7 @@ impl VectorIndex {
         // Plans made against the old graph must not fit the new one.
         graph.epoch += self.graph.epoch + 1;
         let numbering = self.numbering + 1;
-        *self = VectorIndex::from_graph(graph, ids, records);
+        *self = VectorIndex::from_graph(graph, ids, records, texts);
         self.numbering = numbering;
     }
 }

@@ -21,6 +21,7 @@ pub mod prefetch;
 pub mod ranges;
 pub mod records;
 pub mod search;
+pub mod texts;
 pub mod walk;
 pub mod writes;
 
@@ -33,6 +34,7 @@ use graph::{Graph, LinkPlan, Linked, Near, Params};
 use ids::Ids;
 use postings::Postings;
 use records::RecordTable;
+use texts::Texts;
 
 /// Estimated resident bytes, by part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +60,7 @@ pub struct VectorIndex {
     /// Every slot's id, and the live slot of each id.
     pub(crate) ids: Ids,
     pub(crate) records: RecordTable,
+    pub(crate) texts: Texts,
     pub(crate) postings: Postings,
     /// What the index files hold of it (see `persist`).
     pub(crate) journal: Mutex<persist::Journal>,
@@ -79,15 +82,21 @@ impl VectorIndex {
             Graph::new(params),
             Ids::default(),
             RecordTable::new(),
+            Texts::default(),
         ))
     }
 
-    /// Assembles an index from a graph and its per-slot ids (live ones found by id) and
-    /// records (rebuilds the slot lists).
-    pub(crate) fn from_graph(graph: Graph, ids: Ids, records: RecordTable) -> VectorIndex {
+    /// Assembles an index from a graph and its per-slot ids (live ones found by id),
+    /// records and texts (rebuilds the slot lists).
+    pub(crate) fn from_graph(
+        graph: Graph,
+        ids: Ids,
+        records: RecordTable,
+        texts: Texts,
+    ) -> VectorIndex {
         let live = (0..ids.slots() as u32).filter(|&s| !graph.is_deleted(s));
         let postings = Postings::of_records(&records, live);
-        VectorIndex::assemble(graph, ids, records, postings)
+        VectorIndex::assemble(graph, ids, records, texts, postings)
     }
 
     /// An index from its parts, the slot lists already built from the records.
@@ -95,12 +104,14 @@ impl VectorIndex {
         graph: Graph,
         ids: Ids,
         records: RecordTable,
+        texts: Texts,
         postings: Postings,
     ) -> VectorIndex {
         VectorIndex {
             graph,
             ids,
             records,
+            texts,
             postings,
             journal: Mutex::default(),
             numbering: 0,
@@ -277,7 +288,7 @@ impl VectorIndex {
 
     /// Bytes held by the index: heap sizes plus a 16-byte allocator overhead per allocation
     /// (an estimate of resident memory), split into vectors, graph links, ids (with their
-    /// lookup) and metadata (records and slot lists).
+    /// lookup) and metadata (records, texts and slot lists).
     pub fn memory_bytes(&self) -> MemoryUse {
         const ALLOC: usize = 16;
         let g = &self.graph;
@@ -288,7 +299,7 @@ impl VectorIndex {
             + g.pending.capacity() * 4
             + g.probe_bytes();
         let ids = self.ids.memory_bytes();
-        let records = self.records.memory_bytes(ALLOC);
+        let records = self.records.memory_bytes(ALLOC) + self.texts.memory_bytes();
         MemoryUse {
             vectors: g.originals.memory_bytes(),
             codes: g.codes_bytes(),

@@ -47,7 +47,26 @@ impl VectorIndex {
     /// so the exact scan of one thread reads one run of memory. The new slots are searchable
     /// at once and queued to be linked into the graph (see [`VectorIndex::link_pending`]).
     pub fn add(&mut self, ids: Vec<String>, vectors: &[f32], metadata: Vec<Input>) -> Result<()> {
+        self.add_stored(ids, vectors, metadata, None)
+    }
+
+    /// [`VectorIndex::add`], each slot keeping `texts`, the metadata's JSON as the database
+    /// stores it (see [`Texts`](crate::vector::texts::Texts)), if given.
+    pub fn add_stored(
+        &mut self,
+        ids: Vec<String>,
+        vectors: &[f32],
+        metadata: Vec<Input>,
+        texts: Option<Vec<String>>,
+    ) -> Result<()> {
         self.check_batch(&ids, vectors, &metadata)?;
+        if texts.as_ref().is_some_and(|t| t.len() != ids.len()) {
+            return Err(CoreError::InvalidArgument(format!(
+                "{} ids but {} metadata texts",
+                ids.len(),
+                texts.map_or(0, |t| t.len())
+            )));
+        }
         let dim = self.dim();
         let records: Vec<Record> = metadata.into_iter().map(Record::from_input).collect();
         let mut last: HashMap<&str, usize> = HashMap::with_capacity(ids.len());
@@ -62,7 +81,8 @@ impl VectorIndex {
         let batch = order.len();
         self.graph.reserve(batch);
         self.ids.reserve(batch);
-        self.records.reserve(order.len());
+        self.records.reserve(batch);
+        self.texts.reserve(batch);
         for i in order {
             self.remove_one(&ids[i]);
             let slot = self.graph.push(&vectors[i * dim..(i + 1) * dim]);
@@ -70,11 +90,38 @@ impl VectorIndex {
                 .add(slot, records[i].iter().map(|(k, v)| (k, v.scalar())));
             self.ids.push(&ids[i], true);
             self.records.push_record(&records[i]);
+            self.texts.push(texts.as_ref().map(|t| t[i].as_str()));
         }
         if batch >= postings::SETTLE_BATCH {
             self.postings.settle_ranges();
         }
         Ok(())
+    }
+
+    /// Gives each live id in `ids` that holds no metadata text its text in `texts`.
+    pub fn fill_texts(&mut self, ids: &[String], texts: &[String]) -> Result<()> {
+        if ids.len() != texts.len() {
+            return Err(CoreError::InvalidArgument(format!(
+                "{} ids but {} metadata texts",
+                ids.len(),
+                texts.len()
+            )));
+        }
+        let mut by_slot = HashMap::with_capacity(ids.len());
+        for (id, text) in ids.iter().zip(texts) {
+            if let Some(slot) = self.ids.find(id) {
+                by_slot.insert(slot, text.as_str());
+            }
+        }
+        self.texts.fill(|slot| by_slot.get(&slot).copied());
+        Ok(())
+    }
+
+    /// How many live vectors hold no metadata text.
+    pub fn texts_missing(&self) -> usize {
+        (0..self.graph.slots() as u32)
+            .filter(|&s| !self.graph.is_deleted(s) && self.texts.get(s).is_none())
+            .count()
     }
 
     fn remove_one(&mut self, id: &str) -> bool {

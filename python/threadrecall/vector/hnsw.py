@@ -406,15 +406,13 @@ class HnswVectorStore(AsyncTwins):
         if type(vector) is not np.ndarray or vector.dtype != np.float32 or vector.ndim != 1:
             vector = _as_matrix(vector, loaded.index.dim, single=True)[0]
         # One crossing: the core reads the filter (refusing a lone surrogate in it), searches
-        # and builds the results, each holding its cached metadata text, decoded only when read.
+        # and builds the results, each holding its vector's metadata text, decoded only when
+        # read. A vector written through the core alone holds none: its text is read here.
         flt = None if filter == {} else filter
         results, missing = loaded.index.query(vector, top_k, flt, self.ef_search,
                                               result=QueryResult)
         if missing:
             fetched = {r[0]: r[1] for r in self.rows.fetch(name, missing)}
-            if not self.rows.in_transaction:  # only committed texts are remembered
-                with self._lock:
-                    loaded.remember(list(fetched), list(fetched.values()))
             kept = []
             for result in results:
                 state = result.__dict__
@@ -524,7 +522,7 @@ class HnswVectorStore(AsyncTwins):
             if (loaded is None or loaded.origin != freshness.origin
                     or loaded.generation != freshness.since):
                 return False
-            loaded.apply(name, delta, self.rows.shared)
+            loaded.apply(name, delta)
         self._link_backlog(loaded)
         self._wake_linker()
         return True
@@ -693,7 +691,7 @@ class HnswVectorStore(AsyncTwins):
                 replaced = self._loaded.get(name) is not loaded
                 moved = loaded.generation != since
                 if not (replaced or moved):
-                    loaded.apply(name, delta, self.rows.shared)
+                    loaded.apply(name, delta)
             if replaced:  # rebuilt or deleted by another thread meanwhile
                 return self._current(name)
             if not moved:
@@ -707,7 +705,6 @@ class HnswVectorStore(AsyncTwins):
             if loaded is None:
                 return  # loaded later, straight from the database
             add_stored(loaded.index, ids, rows, texts)
-            loaded.remember(ids, texts)
             self._advance(name, loaded, generation, len(ids))
         self._link_backlog(loaded)
         self._wake_linker()
@@ -826,6 +823,9 @@ class HnswVectorStore(AsyncTwins):
                 and index.metric == metric
                 and file_generation <= generation
             ):
+                if index.texts_missing:  # a file of the previous format
+                    rows = self.rows.texts(name)
+                    index.fill_texts([r[0] for r in rows], [r[1] for r in rows])
                 loaded = Loaded(index, file_generation, file_generation)
                 if file_generation < generation:
                     self._catch_up(name, loaded)
@@ -839,8 +839,7 @@ class HnswVectorStore(AsyncTwins):
 
     def _catch_up(self, name: str, loaded: Loaded) -> None:
         """Replay what was written after the index's generation (everything, for a new one)."""
-        loaded.apply(name, self.rows.changes(name, loaded.generation, loaded.index.dim, loaded.origin),
-                     self.rows.shared)
+        loaded.apply(name, self.rows.changes(name, loaded.generation, loaded.index.dim, loaded.origin))
 
 def _unlink_files(path: Path) -> None:
     """Delete an index file and the vectors file beside it."""

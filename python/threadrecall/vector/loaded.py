@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Sequence
 
 import numpy as np
 
@@ -14,15 +13,13 @@ from .rows import Delta
 
 __all__ = ["Loaded", "add_stored"]
 
-# Metadata texts kept in memory per index, so a query needs no database read.
-METADATA_CACHE = 100_000
 # Rebuilds of at least this many vectors show a progress bar.
 PROGRESS_FROM = 20_000
 
 
 class Loaded:
-    """One index held in memory: the graph, the generation it reflects, the last save; the
-    index keeps the committed metadata texts of recently written or returned ids."""
+    """One index held in memory: the graph, the generation it reflects, the last save; each
+    vector of the index keeps its committed metadata text."""
 
     def __init__(self, index: _core.VectorIndex, generation: int, saved: int | None,
                  origin: str | None = None) -> None:
@@ -40,14 +37,9 @@ class Loaded:
         breadth measured since the save, or a file of the previous format."""
         return self.saved != self.generation or self.saved_pending != self.index.pending or self.index.outdated
 
-    def remember(self, ids: Sequence[str], texts: Sequence[str]) -> None:
-        """Keep committed metadata texts beside the index, by slot, for ``query``."""
-        self.index.remember(list(ids), list(texts), METADATA_CACHE)
-
-    def apply(self, name: str, delta: Delta, shared: bool) -> None:
+    def apply(self, name: str, delta: Delta) -> None:
         """Replay the database changes ``delta`` of index ``name``. Deletions first, then
-        rows: an id deleted and written again ends up present. Over a ``shared`` database the
-        texts written are remembered (another process may have replaced a remembered one)."""
+        rows: an id deleted and written again ends up present."""
         if delta.removed:
             self.index.remove(delta.removed)
         progress = None
@@ -57,8 +49,6 @@ class Loaded:
             progress = tqdm(total=delta.total, desc=f"indexing {name}", unit="vec")
         for ids, vectors, texts in delta.batches:
             add_stored(self.index, ids, vectors, texts)
-            if shared:
-                self.remember(ids, texts)
             if progress is not None:
                 progress.update(len(ids))
         if progress is not None:
@@ -69,10 +59,10 @@ class Loaded:
 
 
 def add_stored(index: _core.VectorIndex, ids: list[str], vectors: np.ndarray, texts: list[str]) -> None:
-    """Add vectors with their metadata as stored in the database (JSON texts), so the graph
-    filters exactly as a rebuilt one would. Texts holding NaN or infinities, which only
-    Python's JSON reads, go through Python."""
+    """Add vectors with their metadata as stored in the database (JSON texts, which they
+    keep), so the graph filters exactly as a rebuilt one would. Texts holding NaN or
+    infinities, which only Python's JSON reads, are read by Python."""
     try:
         index.add(ids, vectors, metadata_json=texts)
     except InvalidArgumentError:
-        index.add(ids, vectors, [json.loads(t) for t in texts])
+        index.add(ids, vectors, [json.loads(t) for t in texts], metadata_json=texts)

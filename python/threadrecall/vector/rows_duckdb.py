@@ -268,6 +268,11 @@ class DuckDBRows:
             [name, *ids],
         ).fetchall()
 
+    def texts(self, name: str) -> list[tuple[str, str]]:
+        """``(id, metadata text)`` of every stored row."""
+        return self.db.cursor().execute(
+            "SELECT id, metadata FROM vector_rows WHERE index_name = ?", [name]).fetchall()
+
     def changes(self, name: str, since: int, dim: int, origin: str | None = None) -> Delta:
         """What was written after generation ``since``: deleted ids, then the rows (in write
         order), up to the current generation. In that order an id deleted and written again

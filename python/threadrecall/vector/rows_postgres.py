@@ -257,6 +257,12 @@ class PostgresRows:
                 f"SELECT {columns} FROM {self._ident}.hnsw_rows "
                 "WHERE index_name = %s AND id = ANY(%s::text[])", [name, ids]).fetchall()
 
+    def texts(self, name: str) -> list[tuple[str, str]]:
+        with self._conn() as conn:
+            return conn.execute(
+                f"SELECT id, metadata FROM {self._ident}.hnsw_rows WHERE index_name = %s",
+                [name]).fetchall()
+
     def changes(self, name: str, since: int, dim: int, origin: str | None = None) -> Delta:
         """What changed after ``since`` in the committed state. First the index's catalogue
         row alone: when its generation is still ``since``, nothing changed (one cheap round

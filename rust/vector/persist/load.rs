@@ -20,6 +20,7 @@ use crate::vector::graph::{Graph, Params, NONE};
 use crate::vector::ids::Ids;
 use crate::vector::postings::Postings;
 use crate::vector::records::RecordTable;
+use crate::vector::texts::Texts;
 use crate::vector::VectorIndex;
 
 /// Reads the index file at `path` and opens its vectors file; anything truncated, foreign or
@@ -77,7 +78,7 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
             .map_err(|_| corrupt("the metadata could not be read"))?;
         Ok((graph, ids, postings))
     })?;
-    let index = VectorIndex::assemble(graph, ids, records, postings);
+    let index = VectorIndex::assemble(graph, ids, records, state.texts, postings);
     // A file of the previous version is not appended to: the next save writes both anew.
     let saved = (version == FORMAT_VERSION).then(|| Saved {
         path: path.to_path_buf(),
@@ -126,6 +127,20 @@ struct Frame<'a> {
     payload: &'a [u8],
     sum: u64,
     end: usize,
+}
+
+impl<'a> Frame<'a> {
+    /// The payload but its metadata texts, and those texts (none before the current version).
+    fn parts(&self, version: u32) -> Result<(&'a [u8], &'a [u8])> {
+        let p = self.payload;
+        if version != FORMAT_VERSION {
+            return Ok((p, &[]));
+        }
+        let tail = p.len().checked_sub(8).ok_or_else(|| corrupt("bad texts"))?;
+        let len = Reader::new(p, tail).count()?;
+        let at = tail.checked_sub(len).ok_or_else(|| corrupt("bad texts"))?;
+        Ok((&p[..at], &p[at..tail]))
+    }
 }
 
 /// The frames from `at` on, up to the end of the file or the first frame it cuts short.
@@ -220,7 +235,9 @@ fn decode(params: Params, version: u32, frames: &[Frame]) -> (usize, Result<Deco
             let fixed = counts.as_ref().map_err(Clone::clone).and_then(|counts| {
                 let mut fixed = Fixed::new(params.dim, slots);
                 for (frame, counts) in frames.iter().zip(counts) {
-                    fixed.apply(params.dim, frame.payload, counts)?;
+                    let (body, texts) = frame.parts(version)?;
+                    fixed.apply(params.dim, body, counts)?;
+                    fixed.read_texts(texts, counts.new, version)?;
                 }
                 Ok(fixed)
             });
@@ -239,7 +256,7 @@ fn decode(params: Params, version: u32, frames: &[Frame]) -> (usize, Result<Deco
     });
     let decoded = rest.and_then(|(mut state, last)| {
         let fixed = fixed?;
-        (state.codes, state.sums) = (fixed.codes, fixed.sums);
+        (state.codes, state.sums, state.texts) = (fixed.codes, fixed.sums, fixed.texts);
         Ok((state, last))
     });
     (sums.intact(), decoded)
@@ -280,10 +297,11 @@ impl<'a> Sums<'a> {
 }
 
 /// What the frames hold where their counts put it: the codes and their error terms, and the
-/// vectors' checksums.
+/// vectors' checksums; and the metadata texts, which each frame ends with.
 struct Fixed {
     codes: Codes,
     sums: Vec<u32>,
+    texts: Texts,
 }
 
 impl Fixed {
@@ -293,10 +311,30 @@ impl Fixed {
     fn new(dim: usize, slots: usize) -> Fixed {
         let mut codes = Codes::default();
         codes.reserve(slots, dim, true);
+        let mut texts = Texts::default();
+        texts.reserve(slots);
         Fixed {
             codes,
             sums: Vec::with_capacity(slots),
+            texts,
         }
+    }
+
+    /// The texts of a frame's `new` slots (none in a file of the previous version).
+    fn read_texts(&mut self, texts: &[u8], new: usize, version: u32) -> Result<()> {
+        let mut r = Reader::new(texts, 0);
+        for _ in 0..new {
+            let text = if version == FORMAT_VERSION {
+                r.str_ref()?
+            } else {
+                ""
+            };
+            self.texts.push(Some(text).filter(|t| !t.is_empty()));
+        }
+        if r.at() != texts.len() {
+            return Err(corrupt("trailing bytes"));
+        }
+        Ok(())
     }
 
     fn apply(&mut self, dim: usize, payload: &[u8], counts: &Counts) -> Result<()> {
@@ -319,7 +357,6 @@ impl Fixed {
 /// The arrays of an index as its frames rebuild them.
 struct Loaded {
     params: Params,
-    version: u32,
     rng: u64,
     entry: u32,
     levels: Vec<u8>,
@@ -327,6 +364,7 @@ struct Loaded {
     sums: Vec<u32>,
     ids: Ids,
     records: RecordTable,
+    texts: Texts,
     parents: Vec<u32>,
     deleted: Vec<bool>,
     level0: Vec<u32>,
@@ -344,7 +382,6 @@ impl Loaded {
         let width = 2 * params.m + 1;
         let mut state = Loaded {
             params,
-            version,
             rng: last.rng,
             entry: last.entry,
             levels: Vec::with_capacity(slots),
@@ -352,6 +389,7 @@ impl Loaded {
             sums: Vec::new(),
             ids: Ids::default(),
             records: RecordTable::new(),
+            texts: Texts::default(),
             parents: Vec::with_capacity(slots),
             deleted: Vec::with_capacity(slots),
             level0: vec![0; slots * width],
@@ -362,13 +400,17 @@ impl Loaded {
         state.ids.reserve(slots);
         state.records.reserve(slots);
         let mut lists = Vec::with_capacity(frames.len());
-        for (frame, counts) in frames.iter().zip(counts) {
-            lists.push(state.read_slots(frame.payload, counts)?);
+        let bodies = frames
+            .iter()
+            .map(|f| f.parts(version).map(|(body, _)| body))
+            .collect::<Result<Vec<_>>>()?;
+        for (body, counts) in bodies.iter().zip(counts) {
+            lists.push(state.read_slots(body, counts)?);
         }
         let mut written = vec![false; slots];
-        for (i, (frame, counts)) in frames.iter().zip(counts).enumerate().rev() {
+        for (i, (body, counts)) in bodies.iter().zip(counts).enumerate().rev() {
             let last = i + 1 == frames.len();
-            state.read_lists(frame.payload, counts, lists[i], &mut written, last)?;
+            state.read_lists(body, counts, lists[i], &mut written, last)?;
         }
         let live = (0..slots as u32).filter(|&s| !state.deleted[s as usize]);
         if !state.ids.revive_all(live) {
@@ -472,12 +514,7 @@ impl Loaded {
         let pending = r.words(queued)?;
         let breadths = r.count()?;
         for _ in 0..breadths {
-            let [k, linked, ef] = [r.u64()?, r.u64()?, r.u64()?];
-            let served = if self.version == FORMAT_VERSION {
-                r.u64()?
-            } else {
-                0
-            };
+            let [k, linked, ef, served] = [r.u64()?, r.u64()?, r.u64()?, r.u64()?];
             if k == 0 || ef < k || ef > 1 << 24 || linked > slots as u64 || served > 1 {
                 return Err(corrupt("bad breadth"));
             }

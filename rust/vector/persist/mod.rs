@@ -12,9 +12,10 @@
 //! entry point and slot count after the save, then per new slot its level, codes and their
 //! error terms, id, metadata record, parent, tombstone and lists; then each older slot whose
 //! lists or parent changed (slot, parent, lists), the older slots deleted, the queue of
-//! slots waiting to be linked, and the default search breadths measured so far (`k`, linked
-//! slots, breadth, whether on served queries; see `breadth`). The first frame holds every
-//! slot. All little-endian.
+//! slots waiting to be linked, the default search breadths measured so far (`k`, linked
+//! slots, breadth, whether on served queries; see `breadth`), and last the new slots'
+//! metadata texts (see `texts`; empty for none) followed by their length in bytes, so a load
+//! finds them from the frame's end. The first frame holds every slot. All little-endian.
 //!
 //! A load copies each array once out of the file's bytes (mapped for the load only), into
 //! memory allocated at its final size. (Searches never read the mapping: a file rewritten in
@@ -47,11 +48,11 @@ pub use load::load;
 use originals::Backing;
 
 const MAGIC: &[u8; 8] = b"TRHNSW\x00\x01";
-pub const FORMAT_VERSION: u32 = 7;
-/// The previous version, read too (its breadths do not say what they were measured on, and
-/// count as measured on held-out vectors); the next save of an index loaded from one rewrites
-/// both files in the current version.
-const PREVIOUS_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 8;
+/// The previous version, read too (it holds no metadata texts: its slots have none until the
+/// store fills them in); the next save of an index loaded from one rewrites both files in the
+/// current version.
+const PREVIOUS_VERSION: u32 = 7;
 /// Rows a load re-quantises to check the vectors file against the saved codes, spread over
 /// the index (every row of the last frame counts too, up to this many).
 const CHECKED_ROWS: usize = 256;
@@ -329,6 +330,11 @@ fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) ->
     let (breadths, measures) = g.measured_breadths();
     w.u64(breadths.len() as u64);
     breadths.iter().flatten().for_each(|&x| w.u64(x));
+    let texts = w.len();
+    for slot in first as u32..n as u32 {
+        w.str(index.texts.get(slot).unwrap_or(""));
+    }
+    w.u64((w.len() - texts) as u64);
     let len = w.len() - 8;
     w.put_u64(0, len as u64);
     let sum = checksum(&w.as_bytes()[8..]);

@@ -394,9 +394,9 @@ fn a_saved_index_carries_its_measured_breadths() {
     assert!(kept.iter().any(|m| m[0] == 7) && kept.iter().any(|m| m[0] == 10));
 }
 
-/// `bytes` of a current file holding one frame with `breadths` breadths, as the previous
-/// version wrote it: its version in the header, each breadth without its last word.
-fn as_previous_version(bytes: &[u8], breadths: usize) -> Vec<u8> {
+/// `bytes` of a current file holding one frame, as the previous version wrote it: its
+/// version in the header, its frame without the metadata texts it ends with.
+fn as_previous_version(bytes: &[u8]) -> Vec<u8> {
     let (_, _, _, _, start) = read_header(bytes).unwrap();
     let mut old = bytes[..start - 8].to_vec();
     old[8..12].copy_from_slice(&PREVIOUS_VERSION.to_le_bytes());
@@ -404,42 +404,81 @@ fn as_previous_version(bytes: &[u8], breadths: usize) -> Vec<u8> {
     old.extend_from_slice(&sum.to_le_bytes());
     let len = u64::from_le_bytes(bytes[start..start + 8].try_into().unwrap()) as usize;
     let payload = &bytes[start + 8..start + 8 + len];
-    let entries = len - breadths * 32;
-    let count = &payload[entries - 8..entries];
-    assert_eq!(
-        count,
-        (breadths as u64).to_le_bytes(),
-        "the frame's breadths"
-    );
-    let mut frame = payload[..entries].to_vec();
-    for entry in payload[entries..].chunks(32) {
-        frame.extend_from_slice(&entry[..24]);
-    }
+    let texts = u64::from_le_bytes(payload[len - 8..].try_into().unwrap()) as usize;
+    let frame = &payload[..len - 8 - texts];
     old.extend_from_slice(&(frame.len() as u64).to_le_bytes());
-    old.extend_from_slice(&frame);
-    old.extend_from_slice(&checksum(&frame).to_le_bytes());
+    old.extend_from_slice(frame);
+    old.extend_from_slice(&checksum(frame).to_le_bytes());
     old
 }
 
+/// The metadata text of each of `n` vectors (one of them not ASCII).
+fn texts(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!(r#"{{"n": {i}, "w": "é{i}"}}"#))
+        .collect()
+}
+
 #[test]
-fn a_file_of_the_previous_version_loads_and_is_then_saved_whole() {
+fn metadata_texts_are_saved_with_their_slots_and_survive_a_compaction() {
+    let data = clustered(34, 600, 12, 7);
+    let mut idx = VectorIndex::new(12, Metric::Cosine, 8, 60, 5).unwrap();
+    let flat: Vec<f32> = data.iter().flatten().copied().collect();
+    let ids: Vec<String> = (0..600).map(|i| format!("id-{i}")).collect();
+    let mut given = texts(600);
+    given[7] = String::new(); // none for this one
+    idx.add_stored(ids.clone(), &flat, metas(0..600), Some(given.clone()))
+        .unwrap();
+    let text_of = |ix: &VectorIndex, id: &str| ix.texts.get(ix.slot(id).unwrap()).map(String::from);
+    let path = temp("texts.hnsw");
+    full_save(&mut idx, &path, 1, "db");
+    // Appended: a second frame with a replaced vector's new text.
+    idx.add_stored(
+        vec!["id-3".into()],
+        &flat[..12],
+        metas(0..1),
+        Some(vec!["{}".into()]),
+    )
+    .unwrap();
+    full_save(&mut idx, &path, 2, "db");
+    let (back, _, _) = load(&path).unwrap();
+    for (i, id) in ids.iter().enumerate() {
+        let want = match i {
+            3 => Some("{}".to_string()),
+            7 => None,
+            _ => Some(given[i].clone()),
+        };
+        assert_eq!(text_of(&back, id), want, "{id}");
+    }
+    assert_eq!(back.texts_missing(), 1);
+    // A compaction numbers the slots anew; each id keeps its text.
+    let mut back = back;
+    let gone: Vec<String> = ids[300..600].to_vec();
+    back.remove(&gone);
+    assert!(back.slots() < 601, "compaction ran");
+    assert_eq!(text_of(&back, "id-3").as_deref(), Some("{}"));
+    assert_eq!(text_of(&back, "id-50"), Some(given[50].clone()));
+}
+
+#[test]
+fn a_file_of_the_previous_version_loads_without_texts_and_is_then_saved_whole() {
     // 200 vectors: too few to measure a breadth, so the frame holds none.
     let data = clustered(33, 200, 12, 7);
     let mut idx = VectorIndex::new(12, Metric::Cosine, 8, 60, 5).unwrap();
     let flat: Vec<f32> = data.iter().flatten().copied().collect();
-    idx.add(
-        (0..200).map(|i| format!("id-{i}")).collect(),
-        &flat,
-        metas(0..200),
-    )
-    .unwrap();
+    let ids: Vec<String> = (0..200).map(|i| format!("id-{i}")).collect();
+    idx.add_stored(ids.clone(), &flat, metas(0..200), Some(texts(200)))
+        .unwrap();
     idx.link_pending(150);
     let path = temp("previous.hnsw");
     full_save(&mut idx, &path, 4, "db");
-    fs::write(&path, as_previous_version(&fs::read(&path).unwrap(), 0)).unwrap();
+    fs::write(&path, as_previous_version(&fs::read(&path).unwrap())).unwrap();
     let (mut back, generation, _) = load(&path).unwrap();
     assert_eq!(generation, 4);
     same_answers(&idx, &back, &data[..10]);
+    assert_eq!(back.texts_missing(), 200);
+    back.fill_texts(&ids[..150], &texts(150)).unwrap();
+    assert_eq!(back.texts_missing(), 50);
     assert!(outdated(&back), "to be rewritten in the current version");
     full_save(&mut back, &path, 5, "db");
     let bytes = fs::read(&path).unwrap();
@@ -447,22 +486,8 @@ fn a_file_of_the_previous_version_loads_and_is_then_saved_whole() {
     let (again, generation, _) = load(&path).unwrap();
     assert_eq!(generation, 5);
     assert!(!outdated(&again));
+    assert_eq!(again.texts_missing(), 50);
+    let slot = again.slot("id-149").unwrap();
+    assert_eq!(again.texts.get(slot), Some(texts(150)[149].as_str()));
     same_answers(&idx, &again, &data[..10]);
-}
-
-#[test]
-fn breadths_of_the_previous_version_load_as_measured_on_held_out_vectors() {
-    let (mut idx, data) = sample();
-    let path = temp("previous-breadths.hnsw");
-    full_save(&mut idx, &path, 3, "db");
-    let (measured, _) = idx.graph.measured_breadths();
-    assert!(!measured.is_empty());
-    let previous = as_previous_version(&fs::read(&path).unwrap(), measured.len());
-    fs::write(&path, previous).unwrap();
-    let (back, generation, _) = load(&path).unwrap();
-    assert_eq!(generation, 3);
-    let held_out: Vec<_> = measured.iter().map(|m| [m[0], m[1], m[2], 0]).collect();
-    assert_eq!(back.graph.measured_breadths().0, held_out);
-    assert!(outdated(&back), "to be rewritten in the current version");
-    same_answers(&idx, &back, &data[..10]);
 }
