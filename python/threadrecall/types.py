@@ -318,7 +318,9 @@ class _StoredMetadata:
         try:
             return state[self.name]
         except KeyError:
-            value = state[self.name] = json.loads(state.pop("_text"))
+            text = state.pop("_text")
+            # Bytes are UTF-8: decoded as such, not sniffed for another encoding by json.
+            value = state[self.name] = json.loads(text.decode() if type(text) is bytes else text)
             return value
 
     def __set__(self, obj: Any, value: Any) -> None:
