@@ -35,7 +35,11 @@ impl VectorIndex {
         let mut records = RecordTable::new();
         records.reserve(self.len());
         let mut texts = Texts::default();
-        texts.reserve(self.len());
+        let live = (0..self.graph.slots() as u32).filter(|&s| !self.graph.is_deleted(s));
+        texts.reserve(
+            self.len(),
+            live.filter_map(|s| self.texts.get(s)).map(str::len).sum(),
+        );
         let (mut relink, mut requeue) = (Vec::new(), Vec::new());
         for slot in 0..self.graph.slots() as u32 {
             if !self.graph.is_deleted(slot) {

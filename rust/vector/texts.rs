@@ -32,8 +32,17 @@ impl Texts {
         self.len() == 0
     }
 
-    pub fn reserve(&mut self, additional: usize) {
-        self.starts.reserve(additional);
+    /// Makes room for `slots` more slots whose texts take `bytes` bytes in all: exactly for
+    /// a large batch (doubling would leave a quarter of the arena unused on average), with the
+    /// usual doubling for small ones (so many small batches stay linear).
+    pub fn reserve(&mut self, slots: usize, bytes: usize) {
+        if slots >= self.len() / 4 {
+            self.starts.reserve_exact(slots);
+            self.bytes.reserve_exact(bytes);
+        } else {
+            self.starts.reserve(slots);
+            self.bytes.reserve(bytes);
+        }
     }
 
     /// Appends the text of the next slot.
@@ -54,11 +63,11 @@ impl Texts {
     /// Gives the slots without a text the one `text_of` has for them, if any.
     pub fn fill<'a>(&mut self, mut text_of: impl FnMut(u32) -> Option<&'a str>) {
         let mut filled = Texts::default();
-        filled.bytes.reserve(self.bytes.len());
-        filled.reserve(self.len());
-        for slot in 0..self.len() as u32 {
-            filled.push(self.get(slot).or_else(|| text_of(slot)));
-        }
+        let texts: Vec<Option<&str>> = (0..self.len() as u32)
+            .map(|slot| self.get(slot).or_else(|| text_of(slot)))
+            .collect();
+        filled.reserve(texts.len(), texts.iter().flatten().map(|t| t.len()).sum());
+        texts.into_iter().for_each(|t| filled.push(t));
         *self = filled;
     }
 

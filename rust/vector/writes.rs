@@ -82,7 +82,8 @@ impl VectorIndex {
         self.graph.reserve(batch);
         self.ids.reserve(batch);
         self.records.reserve(batch);
-        self.texts.reserve(batch);
+        let bytes = texts.iter().flatten().map(String::len).sum();
+        self.texts.reserve(batch, bytes);
         for i in order {
             self.remove_one(&ids[i]);
             let slot = self.graph.push(&vectors[i * dim..(i + 1) * dim]);

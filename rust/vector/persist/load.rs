@@ -311,17 +311,17 @@ impl Fixed {
     fn new(dim: usize, slots: usize) -> Fixed {
         let mut codes = Codes::default();
         codes.reserve(slots, dim, true);
-        let mut texts = Texts::default();
-        texts.reserve(slots);
         Fixed {
             codes,
             sums: Vec::with_capacity(slots),
-            texts,
+            texts: Texts::default(),
         }
     }
 
     /// The texts of a frame's `new` slots (none in a file of the previous version).
     fn read_texts(&mut self, texts: &[u8], new: usize, version: u32) -> Result<()> {
+        // Each text is its four-byte length and its bytes.
+        self.texts.reserve(new, texts.len().saturating_sub(4 * new));
         let mut r = Reader::new(texts, 0);
         for _ in 0..new {
             let text = if version == FORMAT_VERSION {
