@@ -320,16 +320,16 @@ impl Fixed {
 
     /// The texts of a frame's `new` slots (none in a file of the previous version).
     fn read_texts(&mut self, texts: &[u8], new: usize, version: u32) -> Result<()> {
+        if version != FORMAT_VERSION {
+            (0..new).for_each(|_| self.texts.push(None));
+            return Ok(());
+        }
         // Each text is its four-byte length and its bytes.
         self.texts.reserve(new, texts.len().saturating_sub(4 * new));
         let mut r = Reader::new(texts, 0);
         for _ in 0..new {
-            let text = if version == FORMAT_VERSION {
-                r.str_ref()?
-            } else {
-                ""
-            };
-            self.texts.push(Some(text).filter(|t| !t.is_empty()));
+            self.texts
+                .push(Some(r.str_ref()?).filter(|t| !t.is_empty()));
         }
         if r.at() != texts.len() {
             return Err(corrupt("trailing bytes"));
