@@ -267,7 +267,7 @@ impl Postings {
                 // gathered: checking the kept set's records against it reads less.
                 let mut intervals: Vec<_> = intervals
                     .into_iter()
-                    .map(|(key, (lo, hi))| (self.ranges[key].count_between(lo, hi), key, lo, hi))
+                    .map(|(key, (lo, hi))| (self.count_between(key, lo, hi), key, lo, hi))
                     .collect();
                 intervals.sort_unstable_by_key(|&(count, ..)| count);
                 let mut narrowest = kept.iter().map(Vec::len).min();
@@ -279,7 +279,7 @@ impl Postings {
                         continue;
                     }
                     let mut slots = Vec::new();
-                    self.ranges[key].between(lo, hi, &mut slots);
+                    self.between(key, lo, hi, &mut slots);
                     unordered.push(slots);
                     narrowest = Some(narrowest.map_or(count, |n| n.min(count)));
                 }
@@ -349,8 +349,8 @@ impl Postings {
     }
 
     /// The numeric bounds among `children` (and the children of any `$and` among them, as
-    /// `{"ts": {"$gte": a, "$lt": b}}` is) on keys whose numbers are sorted, as one interval
-    /// per key, and the other children.
+    /// `{"ts": {"$gte": a, "$lt": b}}` is) on posted keys and keys whose numbers are sorted,
+    /// as one interval per key, and the other children.
     #[allow(clippy::type_complexity)] // a map of intervals, and what is left
     fn intervals<'f>(
         &self,
@@ -372,7 +372,9 @@ impl Postings {
                 _ => None,
             };
             match bound {
-                Some((key, end, lower)) if self.ranges.contains_key(&**key) => {
+                Some((key, end, lower))
+                    if self.ranges.contains_key(&**key) || self.lists.contains_key(&**key) =>
+                {
                     let (lo, hi) = intervals.entry(key).or_insert((End::Open, End::Open));
                     if lower {
                         *lo = tighter(*lo, end, Ordering::Greater);
@@ -384,6 +386,24 @@ impl Postings {
             }
         }
         (intervals, rest)
+    }
+
+    /// How many slots (deleted ones included) hold a number of `key` between `lo` and `hi`:
+    /// the lengths of its lists there, or a count in its sorted numbers.
+    fn count_between(&self, key: &str, lo: End, hi: End) -> usize {
+        match self.lists.get(key) {
+            Some(map) => numbers_between(map, lo, hi).map(|l| l.slots.len()).sum(),
+            None => self.ranges[key].count_between(lo, hi),
+        }
+    }
+
+    /// The slots holding a number of `key` between `lo` and `hi`, appended to `out`: its
+    /// lists there (each ascending), or the slots of its sorted numbers (in their order).
+    fn between(&self, key: &str, lo: End, hi: End, out: &mut Vec<u32>) {
+        match self.lists.get(key) {
+            Some(map) => numbers_between(map, lo, hi).for_each(|l| out.extend_from_slice(&l.slots)),
+            None => self.ranges[key].between(lo, hi, out),
+        }
     }
 
     fn union<'v>(
@@ -425,14 +445,10 @@ impl Postings {
     /// The slots of every value of `key` on the `side` of `v` (numbers against numbers,
     /// strings against strings, as the filter compares them).
     fn range(&self, key: &str, v: &Value, side: Ordering, inclusive: bool) -> Option<Candidates> {
-        let Some(map) = self.lists.get(key) else {
-            let Some(sorted) = self.ranges.get(key) else {
-                return (!self.dropped.contains(key)).then(|| Candidates::exactly(Vec::new()));
-            };
-            let Some(at) = Num::of(v.scalar()) else {
-                // A string bound: only strings compare with it, and none are sorted here.
-                return (sorted.others == 0).then(|| Candidates::exactly(Vec::new()));
-            };
+        if !self.lists.contains_key(key) && !self.ranges.contains_key(key) {
+            return (!self.dropped.contains(key)).then(|| Candidates::exactly(Vec::new()));
+        }
+        if let Some(at) = Num::of(v.scalar()) {
             let edge = if inclusive {
                 End::Included(at)
             } else {
@@ -444,18 +460,16 @@ impl Postings {
                 (End::Open, edge)
             };
             let mut slots = Vec::new();
-            sorted.between(lo, hi, &mut slots);
+            self.between(key, lo, hi, &mut slots);
             return Some(Candidates::exactly(ascending(slots)));
+        }
+        let Some(map) = self.lists.get(key) else {
+            // A bound that is no number: only strings compare with it, and none are sorted here.
+            return (self.ranges[key].others == 0).then(|| Candidates::exactly(Vec::new()));
         };
-        let at = Key::of(v.scalar())?;
-        let (lo, hi) = match at {
-            Key::Str(_) => (Key::Str("".into()), None),
-            Key::Int(_) | Key::Float(_) => (
-                Key::Float(f64::NEG_INFINITY),
-                Some(Key::Float(f64::INFINITY)),
-            ),
-            // Orderings hold only numbers and strings: nothing else passes.
-            _ => return Some(Candidates::exactly(Vec::new())),
+        // Orderings hold only numbers and strings: a bound of another kind allows nothing.
+        let at @ Key::Str(_) = Key::of(v.scalar())? else {
+            return Some(Candidates::exactly(Vec::new()));
         };
         let edge = |k: Key| {
             if inclusive {
@@ -464,22 +478,13 @@ impl Postings {
                 Bound::Excluded(k)
             }
         };
+        // Strings are the last values in the order: above `at` is every string from it on.
         let bounds = if side == Ordering::Greater {
-            (edge(at), hi.map_or(Bound::Unbounded, Bound::Included))
+            (edge(at), Bound::Unbounded)
         } else {
-            (Bound::Included(lo), edge(at))
+            (Bound::Included(Key::Str("".into())), edge(at))
         };
-        let empty = match (&bounds.0, &bounds.1) {
-            (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
-                a > b || (a == b && !matches!(bounds, (Bound::Included(_), Bound::Included(_))))
-            }
-            _ => false,
-        };
-        let lists = if empty {
-            Vec::new()
-        } else {
-            map.range(bounds).map(|(_, l)| l.slots.as_slice()).collect()
-        };
+        let lists = map.range(bounds).map(|(_, l)| l.slots.as_slice()).collect();
         Some(Candidates::exactly(merge(lists)))
     }
 
@@ -499,6 +504,36 @@ impl Postings {
                 .map(Sorted::memory_bytes)
                 .sum::<usize>()
     }
+}
+
+/// The lists of the numbers between `lo` and `hi` (an open end reaches every number, and
+/// only numbers: not the nulls, booleans and strings the key may also hold).
+fn numbers_between(
+    map: &BTreeMap<Key, SlotList>,
+    lo: End,
+    hi: End,
+) -> impl Iterator<Item = &SlotList> {
+    let key = |n: Num| match n {
+        Num::Int(i) => Key::Int(i),
+        Num::Float(f) => Key::Float(f),
+    };
+    let edge = |end: End, open: f64| match end {
+        End::Open => (Key::Float(open), true),
+        End::Included(n) => (key(n), true),
+        End::Excluded(n) => (key(n), false),
+    };
+    let ((from, from_in), (to, to_in)) = (edge(lo, f64::NEG_INFINITY), edge(hi, f64::INFINITY));
+    // `BTreeMap::range` refuses a start after its end (or both equal and one excluded).
+    let empty = from > to || (from == to && !(from_in && to_in));
+    let bound = |k: Key, included: bool| {
+        if included {
+            Bound::Included(k)
+        } else {
+            Bound::Excluded(k)
+        }
+    };
+    let lists = (!empty).then(|| map.range((bound(from, from_in), bound(to, to_in))));
+    lists.into_iter().flatten().map(|(_, list)| list)
 }
 
 /// Ascending disjoint lists into one ascending list.

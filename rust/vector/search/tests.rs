@@ -282,6 +282,80 @@ fn a_range_written_under_its_key_is_planned_as_the_same_bounds_written_apart() {
 }
 
 #[test]
+fn bounds_on_a_posted_key_read_the_lists_inside_their_interval() {
+    // `bucket` = i % 100 is posted; `mixed` (posted too) holds ints, floats, strings and
+    // nulls, which no numeric bound allows. Each filter's slots equal evaluating every record.
+    let (mut idx, data) = index(2000);
+    let n = idx.len();
+    let flat: Vec<f32> = data.iter().take(400).flatten().copied().collect();
+    let mixed = |i: usize| match i % 4 {
+        0 => Input::Int((i % 10) as i64),
+        1 => Input::Float((i % 10) as f64 + 0.5),
+        2 => s(&format!("{}", i % 10)),
+        _ => Input::Null,
+    };
+    idx.add(
+        (0..400).map(|i| format!("m{i}")).collect(),
+        &flat,
+        (0..400).map(|i| map(vec![("mixed", mixed(i))])).collect(),
+    )
+    .unwrap();
+    assert!(idx.postings.is_posted("bucket") && idx.postings.is_posted("mixed"));
+    let bounds =
+        |key: &str, ops: &[(&'static str, Input)]| filter(map(vec![(key, map(ops.to_vec()))]));
+    let cases = [
+        bounds(
+            "bucket",
+            &[("$gte", Input::Int(10)), ("$lt", Input::Int(20))],
+        ),
+        bounds(
+            "bucket",
+            &[("$gt", Input::Float(9.5)), ("$lte", Input::Int(10))],
+        ),
+        bounds(
+            "bucket",
+            &[("$gte", Input::Int(5)), ("$lte", Input::Int(5))],
+        ),
+        bounds("bucket", &[("$gt", Input::Int(5)), ("$lt", Input::Int(5))]),
+        bounds("bucket", &[("$gte", Input::Int(5)), ("$lt", Input::Int(5))]),
+        bounds(
+            "bucket",
+            &[("$gt", Input::Int(60)), ("$lt", Input::Int(30))],
+        ),
+        bounds(
+            "bucket",
+            &[("$gte", Input::Int(-5)), ("$lt", Input::Float(2.5))],
+        ),
+        bounds("mixed", &[("$gte", Input::Int(2)), ("$lt", Input::Int(7))]),
+        bounds(
+            "mixed",
+            &[("$gt", Input::Float(2.5)), ("$lte", Input::Float(8.5))],
+        ),
+        filter(map(vec![(
+            "$and",
+            Input::List(vec![
+                map(vec![("mixed", map(vec![("$lt", Input::Int(4))]))]),
+                map(vec![(
+                    "$and",
+                    Input::List(vec![map(vec![(
+                        "mixed",
+                        map(vec![("$gte", Input::Float(0.5))]),
+                    )])]),
+                )]),
+            ]),
+        )])),
+    ];
+    for f in &cases {
+        let c = idx.postings.candidates(f).unwrap();
+        assert!(c.exact && !c.complement, "{f:?}");
+        let want: Vec<u32> = (0..(n + 400) as u32)
+            .filter(|&slot| f.matches(&idx.records.get(slot)))
+            .collect();
+        assert_eq!(c.slots, want, "{f:?}");
+    }
+}
+
+#[test]
 fn small_index_is_scanned() {
     let (idx, _) = index(1000);
     assert_eq!(plan_for(&idx, 10, None, None).0, Plan::ExactAll);
