@@ -267,19 +267,19 @@ impl Postings {
                 // gathered: checking the kept set's records against it reads less.
                 let mut intervals: Vec<_> = intervals
                     .into_iter()
-                    .map(|(key, (lo, hi))| (self.count_between(key, lo, hi), key, lo, hi))
+                    .map(|((key, _), span)| (self.count_in(key, span), key, span))
                     .collect();
                 intervals.sort_unstable_by_key(|&(count, ..)| count);
                 let mut narrowest = kept.iter().map(Vec::len).min();
                 // Gathered in the order of the values, not of the slots.
                 let mut unordered = Vec::new();
-                for (count, key, lo, hi) in intervals {
+                for (count, key, span) in intervals {
                     if !exact_only && narrowest.is_some_and(|n| n * CHECK_RATIO < count) {
                         exact = false;
                         continue;
                     }
                     let mut slots = Vec::new();
-                    self.between(key, lo, hi, &mut slots);
+                    self.gather(key, span, &mut slots);
                     unordered.push(slots);
                     narrowest = Some(narrowest.map_or(count, |n| n.min(count)));
                 }
@@ -348,15 +348,16 @@ impl Postings {
         }
     }
 
-    /// The numeric bounds among `children` (and the children of any `$and` among them, as
-    /// `{"ts": {"$gte": a, "$lt": b}}` is) on posted keys and keys whose numbers are sorted,
-    /// as one interval per key, and the other children.
+    /// The bounds among `children` (and the children of any `$and` among them, as
+    /// `{"ts": {"$gte": a, "$lt": b}}` is) joined into one interval per key and kind of value:
+    /// numbers on a posted key or one of sorted numbers, strings on a posted key. Also the
+    /// other children.
     #[allow(clippy::type_complexity)] // a map of intervals, and what is left
     fn intervals<'f>(
         &self,
         children: &'f [Filter],
-    ) -> (HashMap<&'f str, (End, End)>, Vec<&'f Filter>) {
-        let mut intervals: HashMap<&str, (End, End)> = HashMap::new();
+    ) -> (HashMap<(&'f str, bool), Interval<'f>>, Vec<&'f Filter>) {
+        let mut intervals: HashMap<(&str, bool), Interval> = HashMap::new();
         let mut rest = Vec::new();
         let mut conjuncts: Vec<&Filter> = children.iter().rev().collect();
         while let Some(c) = conjuncts.pop() {
@@ -365,44 +366,80 @@ impl Postings {
                 continue;
             }
             let bound = match c {
-                Filter::Gt(key, v) => Num::of(v.scalar()).map(|n| (key, End::Excluded(n), true)),
-                Filter::Gte(key, v) => Num::of(v.scalar()).map(|n| (key, End::Included(n), true)),
-                Filter::Lt(key, v) => Num::of(v.scalar()).map(|n| (key, End::Excluded(n), false)),
-                Filter::Lte(key, v) => Num::of(v.scalar()).map(|n| (key, End::Included(n), false)),
+                Filter::Gt(key, v) => Some((key, v, Ordering::Greater, false)),
+                Filter::Gte(key, v) => Some((key, v, Ordering::Greater, true)),
+                Filter::Lt(key, v) => Some((key, v, Ordering::Less, false)),
+                Filter::Lte(key, v) => Some((key, v, Ordering::Less, true)),
                 _ => None,
             };
-            match bound {
-                Some((key, end, lower))
-                    if self.ranges.contains_key(&**key) || self.lists.contains_key(&**key) =>
-                {
-                    let (lo, hi) = intervals.entry(key).or_insert((End::Open, End::Open));
-                    if lower {
-                        *lo = tighter(*lo, end, Ordering::Greater);
-                    } else {
-                        *hi = tighter(*hi, end, Ordering::Less);
-                    }
+            match bound.and_then(|(key, v, side, inclusive)| {
+                Some((key, self.interval(key, v.scalar(), side, inclusive)?))
+            }) {
+                Some((key, span)) => {
+                    let strings = matches!(span, Interval::Strings(..));
+                    intervals
+                        .entry((key, strings))
+                        .and_modify(|joined| joined.narrow(span))
+                        .or_insert(span);
                 }
-                _ => rest.push(c),
+                None => rest.push(c),
             }
         }
         (intervals, rest)
     }
 
-    /// How many slots (deleted ones included) hold a number of `key` between `lo` and `hi`:
-    /// the lengths of its lists there, or a count in its sorted numbers.
-    fn count_between(&self, key: &str, lo: End, hi: End) -> usize {
-        match self.lists.get(key) {
-            Some(map) => numbers_between(map, lo, hi).map(|l| l.slots.len()).sum(),
-            None => self.ranges[key].count_between(lo, hi),
+    /// The interval one bound on `key` allows, when its slots can be read from the key's lists
+    /// or sorted numbers: a number on either, a string on a posted key.
+    fn interval<'v>(
+        &self,
+        key: &str,
+        at: Scalar<'v>,
+        side: Ordering,
+        inclusive: bool,
+    ) -> Option<Interval<'v>> {
+        fn ends<T>(at: T, side: Ordering, inclusive: bool) -> (End<T>, End<T>) {
+            let edge = if inclusive {
+                End::Included(at)
+            } else {
+                End::Excluded(at)
+            };
+            if side == Ordering::Greater {
+                (edge, End::Open)
+            } else {
+                (End::Open, edge)
+            }
+        }
+        let posted = self.lists.contains_key(key);
+        match (Num::of(at), at) {
+            (Some(n), _) if posted || self.ranges.contains_key(key) => {
+                let (lo, hi) = ends(n, side, inclusive);
+                Some(Interval::Numbers(lo, hi))
+            }
+            (None, Scalar::Str(s)) if posted => {
+                let (lo, hi) = ends(s, side, inclusive);
+                Some(Interval::Strings(lo, hi))
+            }
+            _ => None,
         }
     }
 
-    /// The slots holding a number of `key` between `lo` and `hi`, appended to `out`: its
-    /// lists there (each ascending), or the slots of its sorted numbers (in their order).
-    fn between(&self, key: &str, lo: End, hi: End, out: &mut Vec<u32>) {
-        match self.lists.get(key) {
-            Some(map) => numbers_between(map, lo, hi).for_each(|l| out.extend_from_slice(&l.slots)),
-            None => self.ranges[key].between(lo, hi, out),
+    /// How many slots (deleted ones included) `span` of `key` holds: the lengths of its
+    /// lists there, or a count in its sorted numbers.
+    fn count_in(&self, key: &str, span: Interval) -> usize {
+        match (self.lists.get(key), span) {
+            (Some(map), _) => lists_in(map, span).map(|l| l.slots.len()).sum(),
+            (None, Interval::Numbers(lo, hi)) => self.ranges[key].count_between(lo, hi),
+            (None, Interval::Strings(..)) => 0,
+        }
+    }
+
+    /// The slots `span` of `key` holds, appended to `out`: its lists there (each ascending),
+    /// or the slots of its sorted numbers (in their order).
+    fn gather(&self, key: &str, span: Interval, out: &mut Vec<u32>) {
+        match (self.lists.get(key), span) {
+            (Some(map), _) => lists_in(map, span).for_each(|l| out.extend_from_slice(&l.slots)),
+            (None, Interval::Numbers(lo, hi)) => self.ranges[key].between(lo, hi, out),
+            (None, Interval::Strings(..)) => {}
         }
     }
 
@@ -448,44 +485,20 @@ impl Postings {
         if !self.lists.contains_key(key) && !self.ranges.contains_key(key) {
             return (!self.dropped.contains(key)).then(|| Candidates::exactly(Vec::new()));
         }
-        if let Some(at) = Num::of(v.scalar()) {
-            let edge = if inclusive {
-                End::Included(at)
+        let Some(span) = self.interval(key, v.scalar(), side, inclusive) else {
+            // A null or boolean bound allows nothing (orderings hold only numbers and strings),
+            // nor does a string on a key of sorted numbers that stores none; a NaN, or a
+            // string against the values a key of sorted numbers keeps unsorted, bounds nothing.
+            let nothing_passes = if self.lists.contains_key(key) {
+                Key::of(v.scalar()).is_some()
             } else {
-                End::Excluded(at)
+                self.ranges[key].others == 0
             };
-            let (lo, hi) = if side == Ordering::Greater {
-                (edge, End::Open)
-            } else {
-                (End::Open, edge)
-            };
-            let mut slots = Vec::new();
-            self.between(key, lo, hi, &mut slots);
-            return Some(Candidates::exactly(ascending(slots)));
-        }
-        let Some(map) = self.lists.get(key) else {
-            // A bound that is no number: only strings compare with it, and none are sorted here.
-            return (self.ranges[key].others == 0).then(|| Candidates::exactly(Vec::new()));
+            return nothing_passes.then(|| Candidates::exactly(Vec::new()));
         };
-        // Orderings hold only numbers and strings: a bound of another kind allows nothing.
-        let at @ Key::Str(_) = Key::of(v.scalar())? else {
-            return Some(Candidates::exactly(Vec::new()));
-        };
-        let edge = |k: Key| {
-            if inclusive {
-                Bound::Included(k)
-            } else {
-                Bound::Excluded(k)
-            }
-        };
-        // Strings are the last values in the order: above `at` is every string from it on.
-        let bounds = if side == Ordering::Greater {
-            (edge(at), Bound::Unbounded)
-        } else {
-            (Bound::Included(Key::Str("".into())), edge(at))
-        };
-        let lists = map.range(bounds).map(|(_, l)| l.slots.as_slice()).collect();
-        Some(Candidates::exactly(merge(lists)))
+        let mut slots = Vec::new();
+        self.gather(key, span, &mut slots);
+        Some(Candidates::exactly(ascending(slots)))
     }
 
     pub fn memory_bytes(&self) -> usize {
@@ -506,33 +519,68 @@ impl Postings {
     }
 }
 
-/// The lists of the numbers between `lo` and `hi` (an open end reaches every number, and
-/// only numbers: not the nulls, booleans and strings the key may also hold).
-fn numbers_between(
-    map: &BTreeMap<Key, SlotList>,
-    lo: End,
-    hi: End,
-) -> impl Iterator<Item = &SlotList> {
-    let key = |n: Num| match n {
+/// Bounds on one key joined into one interval of its values: numbers (on a posted key or
+/// one of sorted numbers), or strings (on a posted key).
+#[derive(Debug, Clone, Copy)]
+enum Interval<'v> {
+    Numbers(End, End),
+    Strings(End<&'v str>, End<&'v str>),
+}
+
+impl<'v> Interval<'v> {
+    /// Narrows to the intersection with `other`, an interval of the same kind.
+    fn narrow(&mut self, other: Interval<'v>) {
+        match (self, other) {
+            (Interval::Numbers(lo, hi), Interval::Numbers(other_lo, other_hi)) => {
+                *lo = tighter(*lo, other_lo, Ordering::Greater);
+                *hi = tighter(*hi, other_hi, Ordering::Less);
+            }
+            (Interval::Strings(lo, hi), Interval::Strings(other_lo, other_hi)) => {
+                *lo = tighter(*lo, other_lo, Ordering::Greater);
+                *hi = tighter(*hi, other_hi, Ordering::Less);
+            }
+            _ => unreachable!("intervals are joined by kind of value"),
+        }
+    }
+}
+
+/// The lists of a posted key's values within `span`. An open end of numbers reaches every
+/// number and no other value (not the nulls, booleans and strings the key may also hold);
+/// strings come last in the order of values, so an open upper end of strings is unbounded.
+fn lists_in<'m>(
+    map: &'m BTreeMap<Key, SlotList>,
+    span: Interval,
+) -> impl Iterator<Item = &'m SlotList> {
+    fn bound<T>(end: End<T>, key: impl Fn(T) -> Key, open: Bound<Key>) -> Bound<Key> {
+        match end {
+            End::Open => open,
+            End::Included(v) => Bound::Included(key(v)),
+            End::Excluded(v) => Bound::Excluded(key(v)),
+        }
+    }
+    let number = |n: Num| match n {
         Num::Int(i) => Key::Int(i),
         Num::Float(f) => Key::Float(f),
     };
-    let edge = |end: End, open: f64| match end {
-        End::Open => (Key::Float(open), true),
-        End::Included(n) => (key(n), true),
-        End::Excluded(n) => (key(n), false),
+    let string = |s: &str| Key::Str(s.into());
+    let (lo, hi) = match span {
+        Interval::Numbers(lo, hi) => (
+            bound(lo, number, Bound::Included(Key::Float(f64::NEG_INFINITY))),
+            bound(hi, number, Bound::Included(Key::Float(f64::INFINITY))),
+        ),
+        Interval::Strings(lo, hi) => (
+            bound(lo, string, Bound::Included(string(""))),
+            bound(hi, string, Bound::Unbounded),
+        ),
     };
-    let ((from, from_in), (to, to_in)) = (edge(lo, f64::NEG_INFINITY), edge(hi, f64::INFINITY));
-    // `BTreeMap::range` refuses a start after its end (or both equal and one excluded).
-    let empty = from > to || (from == to && !(from_in && to_in));
-    let bound = |k: Key, included: bool| {
-        if included {
-            Bound::Included(k)
-        } else {
-            Bound::Excluded(k)
+    // `BTreeMap::range` refuses a start after its end (or both equal and excluded).
+    let empty = match (&lo, &hi) {
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a > b || (a == b && !matches!((&lo, &hi), (Bound::Included(_), Bound::Included(_))))
         }
+        _ => false,
     };
-    let lists = (!empty).then(|| map.range((bound(from, from_in), bound(to, to_in))));
+    let lists = (!empty).then(|| map.range((lo, hi)));
     lists.into_iter().flatten().map(|(_, list)| list)
 }
 
@@ -613,8 +661,8 @@ fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
 
 /// Of two ends of one side of an interval, the one that allows less: the larger lower end
 /// (`side` Greater) or the smaller upper end (Less); at equal values the excluding one.
-fn tighter(a: End, b: End, side: Ordering) -> End {
-    let value = |e: End| match e {
+fn tighter<T: Ord + Copy>(a: End<T>, b: End<T>, side: Ordering) -> End<T> {
+    let value = |e: End<T>| match e {
         End::Open => None,
         End::Included(n) | End::Excluded(n) => Some(n),
     };

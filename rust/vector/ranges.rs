@@ -82,12 +82,12 @@ impl PartialEq for Num {
 
 impl Eq for Num {}
 
-/// One end of a range of numbers.
+/// One end of a range: of numbers, or (on a key with slot lists) of strings.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum End {
+pub(crate) enum End<T = Num> {
     Open,
-    Included(Num),
-    Excluded(Num),
+    Included(T),
+    Excluded(T),
 }
 
 /// The numbers of one key with their slots.

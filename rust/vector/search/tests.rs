@@ -284,7 +284,8 @@ fn a_range_written_under_its_key_is_planned_as_the_same_bounds_written_apart() {
 #[test]
 fn bounds_on_a_posted_key_read_the_lists_inside_their_interval() {
     // `bucket` = i % 100 is posted; `mixed` (posted too) holds ints, floats, strings and
-    // nulls, which no numeric bound allows. Each filter's slots equal evaluating every record.
+    // nulls: numeric bounds allow only its numbers, string bounds only its strings. Each
+    // filter's slots equal evaluating every record.
     let (mut idx, data) = index(2000);
     let n = idx.len();
     let flat: Vec<f32> = data.iter().take(400).flatten().copied().collect();
@@ -331,6 +332,11 @@ fn bounds_on_a_posted_key_read_the_lists_inside_their_interval() {
             "mixed",
             &[("$gt", Input::Float(2.5)), ("$lte", Input::Float(8.5))],
         ),
+        bounds("mixed", &[("$gte", s("3")), ("$lt", s("7"))]),
+        bounds("mixed", &[("$gt", s("")), ("$lte", s("2"))]),
+        bounds("mixed", &[("$gt", s("5")), ("$lt", s("5"))]),
+        bounds("mixed", &[("$gt", s("8")), ("$lt", s("1"))]),
+        bounds("mixed", &[("$gte", Input::Int(2)), ("$lt", s("5"))]),
         filter(map(vec![(
             "$and",
             Input::List(vec![
