@@ -9,7 +9,9 @@ One run, one thread for every library (faiss with one OpenMP thread, hnswlib and
 ``threads=1``); the store's background linker and DuckDB's own threads are counted in its
 build time, which is CPU seconds of the whole process. Query latencies are CPU seconds of the
 querying thread (the machine is shared: waiting for a core is not a library's cost), medians
-of three passes where stated.
+of three passes where stated. The QPS at matched recall is timed last, with every library of
+a shape loaded: one pass of all queries per library in turn, seven rounds (the order rotating),
+medians; a host that slows down for a minute then slows every library alike.
 
 Data: seeded Gaussian mixtures, L2-normalised, cosine, two shapes with different cluster
 counts and spreads; queries from the same mixture; exact ground truth by numpy (filtered
@@ -57,6 +59,8 @@ from vector_data import K, SEED, exact_top_k, mixture, recall  # noqa: E402
 from vector_report import render  # noqa: E402
 
 REPEAT = 3
+# Passes per library at each matched breadth, taken in turn across the libraries of a shape.
+MATCHED_ROUNDS = 7
 # Queries the memory run makes once the index is loaded.
 MEMORY_QUERIES = 1_000
 TARGETS = (0.95, 0.99)
@@ -163,7 +167,8 @@ def sweep(lib: Any, queries: np.ndarray, truth: list[list[int]]) -> list[tuple[i
 
 
 def matched(lib: Any, points: list, queries: np.ndarray, truth: list[list[int]]) -> dict:
-    """For each target, the lowest breadth reaching it, timed again: single queries and batch."""
+    """For each target, the lowest breadth reaching it and its recall, single queries and
+    batch (timed later by ``interleaved``, beside the other libraries)."""
     out = {}
     for target in TARGETS:
         ef = next((ef for ef, r, _ in points if r >= target), None)
@@ -171,14 +176,34 @@ def matched(lib: Any, points: list, queries: np.ndarray, truth: list[list[int]])
             out[str(target)] = None
             continue
         lib.set_ef(ef)
-        found, secs = cpu(lambda: [lib.query(q, K) for q in queries], REPEAT)
-        entry = {"ef": ef, "recall": recall(found, truth), "us": secs / len(queries) * 1e6}
+        entry = {"ef": ef, "recall": recall([lib.query(q, K) for q in queries], truth)}
         if getattr(lib, "has_batch", False):
-            labels, secs = cpu(lambda: lib.batch(queries, K), REPEAT)
-            entry["batch_recall"] = recall(np.asarray(labels).tolist(), truth)
-            entry["batch_us"] = secs / len(queries) * 1e6
+            entry["batch_recall"] = recall(np.asarray(lib.batch(queries, K)).tolist(), truth)
         out[str(target)] = entry
     return out
+
+
+def interleaved(libs: dict[str, Any], results: dict[str, dict], queries: np.ndarray) -> None:
+    """Time every library at its matched breadths in turn: per target, ``MATCHED_ROUNDS``
+    rounds of one pass of all queries per library (and per batch call), the order rotating
+    each round; the median pass becomes the entry's µs per query."""
+    for target in map(str, TARGETS):
+        runs = []
+        for name, lib in libs.items():
+            entry = results[name]["matched"].get(target)
+            if entry is None:
+                continue
+            runs.append((entry, "us", lib, entry["ef"], lambda lib=lib: [lib.query(q, K) for q in queries]))
+            if "batch_recall" in entry:
+                runs.append((entry, "batch_us", lib, entry["ef"], lambda lib=lib: lib.batch(queries, K)))
+        passes: dict[int, list[float]] = {i: [] for i in range(len(runs))}
+        for r in range(MATCHED_ROUNDS):
+            for i in [(r + j) % len(runs) for j in range(len(runs))]:
+                entry, key, lib, ef, run = runs[i]
+                lib.set_ef(ef)
+                passes[i].append(cpu(run)[1])
+        for i, (entry, key, *_) in enumerate(runs):
+            entry[key] = statistics.median(passes[i]) / len(queries) * 1e6
 
 
 def memory(name: str, path: Path, dim: int) -> int:
@@ -230,7 +255,7 @@ class Workload:
             self.filters[case.label] = (case, plan, members, subsets)
 
 
-def measure_ours(work: Workload, workdir: Path) -> dict:
+def measure_ours(work: Workload, workdir: Path) -> tuple[dict, Any]:
     lib = peers.Threadrecall(work.shape.dim, workdir)
     result: dict[str, Any] = {}
     start = time.process_time()
@@ -252,13 +277,17 @@ def measure_ours(work: Workload, workdir: Path) -> dict:
         found, secs = cpu(lambda: [lib.query(q, K, w) for (q, _, _), w in zip(plan, wheres)], REPEAT)
         result["filtered"][label] = {"recall": recall(found, [t for _, _, t in plan]),
                                      "us": secs / len(plan) * 1e6}
+    return result, lib
+
+
+def close_ours(lib: Any, result: dict, work: Workload, workdir: Path) -> None:
+    """Close the store and measure its memory in a fresh process, and the fixed part of it:
+    the same store over a file whose index is empty."""
     lib.close()
     result["memory"] = memory(lib.name, lib.path, work.shape.dim)
-    # The fixed part of that: the same store over a file whose index is empty.
     empty = peers.Threadrecall(work.shape.dim, workdir / "empty")
     empty.close()
     result["memory_empty"] = memory(lib.name, empty.path, work.shape.dim)
-    return result
 
 
 def fresh(lib: Any, work: Workload, result: dict) -> float:
@@ -279,7 +308,7 @@ def measure_queries(lib: Any, work: Workload, result: dict) -> None:
     result["matched"] = matched(lib, result["sweep"], work.queries, work.truth)
 
 
-def measure_peer(cls: type, work: Workload, size: Size, workdir: Path) -> dict:
+def measure_peer(cls: type, work: Workload, size: Size, workdir: Path) -> tuple[dict, Any]:
     lib = cls(work.shape.dim)
     result: dict[str, Any] = {}
     start = time.process_time()
@@ -316,11 +345,9 @@ def measure_peer(cls: type, work: Workload, size: Size, workdir: Path) -> dict:
                                          "queries": len(sub), "failures": len(failures)}
     path = workdir / cls.__name__
     lib.save(str(path))
-    del lib
-    gc.collect()
     result["memory"] = memory(cls.name, path, work.shape.dim)
     path.unlink(missing_ok=True)
-    return result
+    return result, lib
 
 
 def measure_numpy(work: Workload, size: Size) -> dict:
@@ -363,10 +390,16 @@ def run(size_name: str, out_dir: Path, shapes: list[str] | None = None,
                                      "filter_selectivity": [(c.label, c.selectivity) for c in FILTERS]}
             entry["numpy"] = measure_numpy(work, size)
             print(f"[{time.time() - started:6.0f} s] {shape.label}: threadrecall", flush=True)
-            entry["libraries"]["threadrecall"] = measure_ours(work, workdir / shape.label.replace(" ", ""))
+            ours = workdir / shape.label.replace(" ", "")
+            entry["libraries"]["threadrecall"], store = measure_ours(work, ours)
+            libs = {"threadrecall": store}
             for cls in found:
                 print(f"[{time.time() - started:6.0f} s] {shape.label}: {cls.name}", flush=True)
-                entry["libraries"][cls.name] = measure_peer(cls, work, size, workdir)
+                entry["libraries"][cls.name], libs[cls.name] = measure_peer(cls, work, size, workdir)
+            print(f"[{time.time() - started:6.0f} s] {shape.label}: matched breadths, in turn", flush=True)
+            interleaved(libs, entry["libraries"], work.queries)
+            close_ours(store, entry["libraries"]["threadrecall"], work, ours)
+            del libs, store
             report["shapes"].append(entry)
             report["seconds"] = time.time() - started
             report["partial"] = len(report["shapes"]) < len(todo)
