@@ -429,7 +429,7 @@ impl Postings {
         match (self.lists.get(key), span) {
             (Some(map), _) => lists_in(map, span).map(|l| l.slots.len()).sum(),
             (None, Interval::Numbers(lo, hi)) => self.ranges[key].count_between(lo, hi),
-            (None, Interval::Strings(..)) => 0,
+            (None, Interval::Strings(..)) => unreachable!("strings bound posted keys only"),
         }
     }
 
@@ -439,7 +439,7 @@ impl Postings {
         match (self.lists.get(key), span) {
             (Some(map), _) => lists_in(map, span).for_each(|l| out.extend_from_slice(&l.slots)),
             (None, Interval::Numbers(lo, hi)) => self.ranges[key].between(lo, hi, out),
-            (None, Interval::Strings(..)) => {}
+            (None, Interval::Strings(..)) => unreachable!("strings bound posted keys only"),
         }
     }
 
@@ -487,8 +487,8 @@ impl Postings {
         }
         let Some(span) = self.interval(key, v.scalar(), side, inclusive) else {
             // A null or boolean bound allows nothing (orderings hold only numbers and strings),
-            // nor does a string on a key of sorted numbers that stores none; a NaN, or a
-            // string against the values a key of sorted numbers keeps unsorted, bounds nothing.
+            // nor does a string on a key of sorted numbers that holds only numbers; a string
+            // on one that also holds other values bounds nothing (its records are read).
             let nothing_passes = if self.lists.contains_key(key) {
                 Key::of(v.scalar()).is_some()
             } else {
