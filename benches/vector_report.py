@@ -106,6 +106,8 @@ def _shape_tables(entry: dict) -> list[str]:
                f"breadth (`ef_search=None`): recall@10 {ours['default']['recall']:.3f} at "
                f"{ours['default']['us']:.0f} µs/query.\n")
     out += ["### QPS at matched recall@10 (the lowest breadth reaching the target)\n",
+            "Timed after every library of the shape was measured, all of them loaded: one pass of "
+            "the queries per library in turn, seven rounds in rotating order, the median pass.\n",
             "| target | library | ef | recall@10 | µs/query | QPS | ours QPS / this | batch µs/query "
             "| batch QPS | ours single QPS / this batch |",
             "|---|---|---|---|---|---|---|---|---|---|"]
