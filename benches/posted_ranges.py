@@ -1,5 +1,5 @@
-"""Range filters on keys of few values (posted keys) through the public ``query()``, next to
-the ``$in`` of the same values and numpy over a prebuilt subset.
+"""Range filters, and ``$nin``/``$ne``, on keys of few values (posted keys) through the public
+``query()``, next to the ``$in`` of the same values and numpy over a prebuilt subset.
 
     python benches/posted_ranges.py N DIM [--fresh]
 
@@ -63,6 +63,8 @@ cases = [
     ("date in one week, apart", {"$and": [{"date": {"$gt": "2026-06-07"}}, {"date": {"$lte": "2026-06-14"}}]},
      (date > "2026-06-07") & (date <= "2026-06-14")),
     ("kind in [k1, k3) (strings)", {"kind": {"$gte": "k1", "$lt": "k3"}}, (kind >= 1) & (kind < 3)),
+    ("day $nin of 329 days (the other 36 pass)", {"day": {"$nin": list(range(36, 365))}}, day < 36),
+    ("day $ne 7", {"day": {"$ne": 7}}, day != 7),
 ]
 print(f"{n} x {dim}, {'fresh after the bulk upsert' if fresh else 'linked'}")
 print("| filter | allowed | query() p50 µs | numpy p50 µs | numpy / query() | recall@10 |")

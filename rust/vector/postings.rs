@@ -6,7 +6,7 @@
 //! it excludes), and the planner counts what it allows instead of sampling.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 
 use crate::filter::{Fields, Filter, Scalar, Value};
@@ -151,11 +151,15 @@ pub struct Postings {
     dropped: HashSet<Box<str>>,
     /// The numbers of the dropped keys, sorted.
     ranges: Ranges,
+    /// Live slots posted: a posted key whose lists hold this many live slots is held by
+    /// every live vector.
+    live: usize,
 }
 
 impl Postings {
     /// Posts `slot` (larger than every slot posted before) under each of its values.
     pub fn add<'a>(&mut self, slot: u32, entries: impl IntoIterator<Item = (&'a str, Scalar<'a>)>) {
+        self.live += 1;
         for (key, value) in entries {
             let Some(value) = Key::of(value) else {
                 continue;
@@ -201,6 +205,7 @@ impl Postings {
         entries: impl IntoIterator<Item = (&'a str, Scalar<'a>)>,
         is_deleted: impl Fn(u32) -> bool,
     ) {
+        self.live -= 1;
         for (key, value) in entries {
             if let (Some(sorted), Some(_)) = (self.ranges.get_mut(key), Num::of(value)) {
                 sorted.remove(&is_deleted);
@@ -238,8 +243,8 @@ impl Postings {
         match filter {
             Filter::Eq(key, v) => self.union(key, [v]),
             Filter::In(key, vs) => self.union(key, vs.iter()),
-            Filter::Ne(key, v) => self.union(key, [v])?.negated(),
-            Filter::Nin(key, vs) => self.union(key, vs.iter())?.negated(),
+            Filter::Ne(key, v) => self.excluding(key, &[v]),
+            Filter::Nin(key, vs) => self.excluding(key, &vs.iter().collect::<Vec<_>>()),
             Filter::Not(child) => self.bound(child, true)?.negated(),
             Filter::Gt(key, v) => self.range(key, v, Ordering::Greater, false),
             Filter::Gte(key, v) => self.range(key, v, Ordering::Greater, true),
@@ -346,6 +351,28 @@ impl Postings {
             Filter::All => Candidates::exactly(Vec::new()).negated(),
             Filter::Exists(..) => None,
         }
+    }
+
+    /// The slots a `$ne` or `$nin` of `values` allows: outside the values' lists, or, when
+    /// every live vector holds `key` and the values' lists are the larger part, the other
+    /// values' lists (a `$nin` of most values then reads no more than an `$in` of the rest).
+    fn excluding(&self, key: &str, values: &[&Value]) -> Option<Candidates> {
+        if let Some(map) = self.lists.get(key) {
+            if map.values().map(|l| l.live).sum::<usize>() == self.live {
+                let out: BTreeSet<Key> =
+                    values.iter().filter_map(|v| Key::of(v.scalar())).collect();
+                let (excluded, kept): (Vec<_>, Vec<_>) =
+                    map.iter().partition(|(value, _)| out.contains(value));
+                let length = |lists: &[(&Key, &SlotList)]| -> usize {
+                    lists.iter().map(|(_, l)| l.slots.len()).sum()
+                };
+                if length(&kept) < length(&excluded) {
+                    let kept = kept.iter().map(|(_, l)| l.slots.as_slice()).collect();
+                    return Some(Candidates::exactly(merge(kept)));
+                }
+            }
+        }
+        self.union(key, values.iter().copied())?.negated()
     }
 
     /// The bounds among `children` (and the children of any `$and` among them, as

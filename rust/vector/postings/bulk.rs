@@ -79,7 +79,9 @@ impl Postings {
         // with their slots, sorted once at the end, and how many of their values are not
         // numbers (no list per value gathered for them any more).
         let mut numbers: Map<&str, Numbers> = Map::default();
+        let mut live = 0;
         for slot in slots {
+            live += 1;
             for (key, value) in records.get(slot).iter() {
                 let Some(probe) = Probe::of(value) else {
                     continue;
@@ -99,7 +101,10 @@ impl Postings {
                 }
             }
         }
-        let mut postings = Postings::default();
+        let mut postings = Postings {
+            live,
+            ..Postings::default()
+        };
         for (key, (entries, others)) in numbers {
             postings
                 .ranges

@@ -362,6 +362,53 @@ fn bounds_on_a_posted_key_read_the_lists_inside_their_interval() {
 }
 
 #[test]
+fn a_nin_of_most_values_of_a_key_every_vector_holds_reads_the_other_lists() {
+    // `bucket` = i % 100 on every vector: $nin of 90 buckets is the lists of the other 10.
+    let (mut idx, data) = index(3000);
+    let most = filter(map(vec![(
+        "bucket",
+        map(vec![(
+            "$nin",
+            Input::List((10..100).map(Input::Int).collect()),
+        )]),
+    )]));
+    let passing = |idx: &VectorIndex, f: &Filter| -> Vec<u32> {
+        (0..idx.graph.slots() as u32)
+            .filter(|&s| !idx.graph.is_deleted(s) && f.matches(&idx.records.get(s)))
+            .collect()
+    };
+    let c = idx.postings.candidates(&most).unwrap();
+    assert!(c.exact && !c.complement);
+    assert_eq!(c.slots, passing(&idx, &most));
+    // Deleted vectors leave the count of live ones: the key is still held by all of them.
+    idx.remove(&["v5".to_string(), "v17".to_string()]);
+    let c = idx.postings.candidates(&most).unwrap();
+    assert!(c.exact && !c.complement);
+    let live: Vec<u32> = c
+        .slots
+        .into_iter()
+        .filter(|&s| !idx.graph.is_deleted(s))
+        .collect();
+    assert_eq!(live, passing(&idx, &most));
+    // A vector without the key passes too: the set is the complement again.
+    idx.add(
+        vec!["bare".into()],
+        &data[0],
+        vec![map(vec![("n", Input::Int(1))])],
+    )
+    .unwrap();
+    let c = idx.postings.candidates(&most).unwrap();
+    assert!(c.exact && c.complement);
+    let outside: Vec<u32> = (0..idx.graph.slots() as u32)
+        .filter(|s| !idx.graph.is_deleted(*s) && c.slots.binary_search(s).is_err())
+        .collect();
+    assert_eq!(outside, passing(&idx, &most));
+    // A $nin of a few values stays the complement of their lists.
+    let few = filter(map(vec![("bucket", map(vec![("$ne", Input::Int(3))]))]));
+    assert!(idx.postings.candidates(&few).unwrap().complement);
+}
+
+#[test]
 fn small_index_is_scanned() {
     let (idx, _) = index(1000);
     assert_eq!(plan_for(&idx, 10, None, None).0, Plan::ExactAll);
