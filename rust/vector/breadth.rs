@@ -424,7 +424,7 @@ mod tests {
     #[test]
     fn queries_far_off_the_data_widen_the_breadth_only_so_far() {
         // seed 25 for the data (40 clusters), 26 for queries in uniformly random directions.
-        let (data, g, held_out) = measured_graph(25, 40);
+        let (_, g, held_out) = measured_graph(25, 40);
         let random: Vec<Vec<f32>> = clustered(26, PROBES, 48, PROBES)
             .iter()
             .map(|v| {
