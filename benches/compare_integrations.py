@@ -146,7 +146,6 @@ class Bench:
     def path(self, suffix: str) -> Path:
         return self.folder / f"f{next(self.names)}{suffix}"
 
-
     def durable(self, default: type, *methods: str) -> type:
         """The framework's own in-process ``default`` made as durable as a store must be at
         least: each of ``methods`` (the calls the framework waits on to have stored something)
@@ -158,8 +157,8 @@ class Bench:
         os.fsync(fd)
 
         def synced(name: str) -> Callable[..., Any]:
-            def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-                result = getattr(default, name)(self, *args, **kwargs)
+            def call(store: Any, *args: Any, **kwargs: Any) -> Any:
+                result = getattr(default, name)(store, *args, **kwargs)
                 os.pwrite(fd, b"x" * 600, 0)
                 os.fdatasync(fd)
                 return result
