@@ -6,7 +6,7 @@
 //! it excludes), and the planner counts what it allows instead of sampling.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Bound;
 
 use crate::filter::{Fields, Filter, Scalar, Value};
@@ -151,15 +151,11 @@ pub struct Postings {
     dropped: HashSet<Box<str>>,
     /// The numbers of the dropped keys, sorted.
     ranges: Ranges,
-    /// Live slots posted: a posted key whose lists hold this many live slots is held by
-    /// every live vector.
-    live: usize,
 }
 
 impl Postings {
     /// Posts `slot` (larger than every slot posted before) under each of its values.
     pub fn add<'a>(&mut self, slot: u32, entries: impl IntoIterator<Item = (&'a str, Scalar<'a>)>) {
-        self.live += 1;
         for (key, value) in entries {
             let Some(value) = Key::of(value) else {
                 continue;
@@ -205,7 +201,6 @@ impl Postings {
         entries: impl IntoIterator<Item = (&'a str, Scalar<'a>)>,
         is_deleted: impl Fn(u32) -> bool,
     ) {
-        self.live -= 1;
         for (key, value) in entries {
             if let (Some(sorted), Some(_)) = (self.ranges.get_mut(key), Num::of(value)) {
                 sorted.remove(&is_deleted);
@@ -230,22 +225,22 @@ impl Postings {
         self.lists.contains_key(key)
     }
 
-    /// The slots `filter` can allow, from the lists and sorted numbers of the keys it names;
-    /// `None` when they bound nothing (a string or `$exists` on a key of too many values, or
-    /// the negation of a bound that is not exact).
-    pub fn candidates(&self, filter: &Filter) -> Option<Candidates> {
-        self.bound(filter, false)
+    /// The slots `filter` can allow, from the lists and sorted numbers of the keys it names,
+    /// in an index of `live` live vectors; `None` when they bound nothing (a string or
+    /// `$exists` on a key of too many values, or the negation of a bound that is not exact).
+    pub fn candidates(&self, filter: &Filter, live: usize) -> Option<Candidates> {
+        self.bound(filter, false, live)
     }
 
     /// [`candidates`](Self::candidates); when `exact_only`, an `$and` gathers every range it
     /// holds rather than leaving one for the records to check (its set is to be negated).
-    fn bound(&self, filter: &Filter, exact_only: bool) -> Option<Candidates> {
+    fn bound(&self, filter: &Filter, exact_only: bool, live: usize) -> Option<Candidates> {
         match filter {
             Filter::Eq(key, v) => self.union(key, [v]),
             Filter::In(key, vs) => self.union(key, vs.iter()),
-            Filter::Ne(key, v) => self.excluding(key, &[v]),
-            Filter::Nin(key, vs) => self.excluding(key, &vs.iter().collect::<Vec<_>>()),
-            Filter::Not(child) => self.bound(child, true)?.negated(),
+            Filter::Ne(key, v) => self.excluding(key, [v], live),
+            Filter::Nin(key, vs) => self.excluding(key, vs.iter(), live),
+            Filter::Not(child) => self.bound(child, true, live)?.negated(),
             Filter::Gt(key, v) => self.range(key, v, Ordering::Greater, false),
             Filter::Gte(key, v) => self.range(key, v, Ordering::Greater, true),
             Filter::Lt(key, v) => self.range(key, v, Ordering::Less, false),
@@ -256,7 +251,7 @@ impl Postings {
                 // Bounds on one sorted key make one interval: one lookup, not one per bound.
                 let (intervals, children) = self.intervals(children);
                 for c in children {
-                    match self.bound(c, exact_only) {
+                    match self.bound(c, exact_only, live) {
                         Some(set) => {
                             exact &= set.exact;
                             if set.complement {
@@ -322,7 +317,7 @@ impl Postings {
                 let mut exact = true;
                 let (mut kept, mut excluded) = (Vec::new(), Vec::new());
                 for c in children {
-                    let set = self.bound(c, exact_only)?;
+                    let set = self.bound(c, exact_only, live)?;
                     exact &= set.exact;
                     if set.complement {
                         excluded.push(set.slots);
@@ -354,25 +349,37 @@ impl Postings {
     }
 
     /// The slots a `$ne` or `$nin` of `values` allows: outside the values' lists, or, when
-    /// every live vector holds `key` and the values' lists are the larger part, the other
-    /// values' lists (a `$nin` of most values then reads no more than an `$in` of the rest).
-    fn excluding(&self, key: &str, values: &[&Value]) -> Option<Candidates> {
-        if let Some(map) = self.lists.get(key) {
-            if map.values().map(|l| l.live).sum::<usize>() == self.live {
-                let out: BTreeSet<Key> =
-                    values.iter().filter_map(|v| Key::of(v.scalar())).collect();
-                let (excluded, kept): (Vec<_>, Vec<_>) =
-                    map.iter().partition(|(value, _)| out.contains(value));
-                let length = |lists: &[(&Key, &SlotList)]| -> usize {
-                    lists.iter().map(|(_, l)| l.slots.len()).sum()
+    /// they name most of the key's values, every one of the `live` vectors holds `key` and the
+    /// values' lists are the larger part, the other values' lists (a `$nin` of most values
+    /// then reads no more than an `$in` of the rest).
+    fn excluding<'v>(
+        &self,
+        key: &str,
+        values: impl IntoIterator<Item = &'v Value>,
+        live: usize,
+    ) -> Option<Candidates> {
+        let Some(map) = self.lists.get(key) else {
+            return self.union(key, values)?.negated();
+        };
+        let out = keys_of(values);
+        // Most values named (a look at every list costs no more than reading the filter did):
+        // the other values' lists may hold the fewer slots.
+        if out.len() * 2 > map.len() && map.values().map(|l| l.live).sum::<usize>() == live {
+            let (mut excluded, mut kept) = (Vec::new(), Vec::new());
+            for (value, list) in map {
+                let side = if out.binary_search(value).is_ok() {
+                    &mut excluded
+                } else {
+                    &mut kept
                 };
-                if length(&kept) < length(&excluded) {
-                    let kept = kept.iter().map(|(_, l)| l.slots.as_slice()).collect();
-                    return Some(Candidates::exactly(merge(kept)));
-                }
+                side.push(list.slots.as_slice());
+            }
+            let length = |lists: &[&[u32]]| lists.iter().map(|l| l.len()).sum::<usize>();
+            if length(&kept) < length(&excluded) {
+                return Some(Candidates::exactly(merge(kept)));
             }
         }
-        self.union(key, values.iter().copied())?.negated()
+        Candidates::exactly(merge(named_lists(map, &out))).negated()
     }
 
     /// The bounds among `children` (and the children of any `$and` among them, as
@@ -492,18 +499,10 @@ impl Postings {
             slots.dedup();
             return Some(Candidates::exactly(slots));
         };
-        let mut keys: Vec<Key> = values
-            .into_iter()
-            .filter_map(|v| Key::of(v.scalar()))
-            .collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let lists: Vec<&[u32]> = keys
-            .iter()
-            .filter_map(|k| map.get(k))
-            .map(|l| l.slots.as_slice())
-            .collect();
-        Some(Candidates::exactly(merge(lists)))
+        Some(Candidates::exactly(merge(named_lists(
+            map,
+            &keys_of(values),
+        ))))
     }
 
     /// The slots of every value of `key` on the `side` of `v` (numbers against numbers,
@@ -557,15 +556,13 @@ enum Interval<'v> {
 impl<'v> Interval<'v> {
     /// Narrows to the intersection with `other`, an interval of the same kind.
     fn narrow(&mut self, other: Interval<'v>) {
+        fn both<T: Ord + Copy>(lo: &mut End<T>, hi: &mut End<T>, other: (End<T>, End<T>)) {
+            *lo = tighter(*lo, other.0, Ordering::Greater);
+            *hi = tighter(*hi, other.1, Ordering::Less);
+        }
         match (self, other) {
-            (Interval::Numbers(lo, hi), Interval::Numbers(other_lo, other_hi)) => {
-                *lo = tighter(*lo, other_lo, Ordering::Greater);
-                *hi = tighter(*hi, other_hi, Ordering::Less);
-            }
-            (Interval::Strings(lo, hi), Interval::Strings(other_lo, other_hi)) => {
-                *lo = tighter(*lo, other_lo, Ordering::Greater);
-                *hi = tighter(*hi, other_hi, Ordering::Less);
-            }
+            (Interval::Numbers(lo, hi), Interval::Numbers(a, b)) => both(lo, hi, (a, b)),
+            (Interval::Strings(lo, hi), Interval::Strings(a, b)) => both(lo, hi, (a, b)),
             _ => unreachable!("intervals are joined by kind of value"),
         }
     }
@@ -609,6 +606,25 @@ fn lists_in<'m>(
     };
     let lists = (!empty).then(|| map.range((lo, hi)));
     lists.into_iter().flatten().map(|(_, list)| list)
+}
+
+/// The posted keys of filter values, ascending, each once (values equal to nothing left out).
+fn keys_of<'v>(values: impl IntoIterator<Item = &'v Value>) -> Vec<Key> {
+    let mut keys: Vec<Key> = values
+        .into_iter()
+        .filter_map(|v| Key::of(v.scalar()))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// The lists of these values of a posted key (the values it holds).
+fn named_lists<'m>(map: &'m BTreeMap<Key, SlotList>, keys: &[Key]) -> Vec<&'m [u32]> {
+    keys.iter()
+        .filter_map(|k| map.get(k))
+        .map(|l| l.slots.as_slice())
+        .collect()
 }
 
 /// Ascending disjoint lists into one ascending list.

@@ -37,7 +37,8 @@ pub fn plan_for(
 
 /// What the planner reads, with the candidate slots the slot lists give (if any).
 fn counts(index: &VectorIndex, filter: Option<&Filter>) -> (Counts, Option<Candidates>) {
-    let candidates = filter.and_then(|f| settled(index, f, index.postings.candidates(f)));
+    let candidates =
+        filter.and_then(|f| settled(index, f, index.postings.candidates(f, index.len())));
     let allowed = filter.map(|f| match &candidates {
         Some(c) if c.exact => c.count(index.len()),
         // A bound: the records inside it are sampled.
@@ -217,7 +218,8 @@ impl<'f> Gate<'f> {
 
 /// Every live slot `filter` allows, ascending, read from the slot lists where they bound it.
 pub fn allowed_slots(index: &VectorIndex, filter: Option<&Filter>) -> Vec<u32> {
-    let candidates = filter.and_then(|f| settled(index, f, index.postings.candidates(f)));
+    let candidates =
+        filter.and_then(|f| settled(index, f, index.postings.candidates(f, index.len())));
     allowed_from(index, filter, candidates)
 }
 

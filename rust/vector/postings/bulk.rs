@@ -79,9 +79,7 @@ impl Postings {
         // with their slots, sorted once at the end, and how many of their values are not
         // numbers (no list per value gathered for them any more).
         let mut numbers: Map<&str, Numbers> = Map::default();
-        let mut live = 0;
         for slot in slots {
-            live += 1;
             for (key, value) in records.get(slot).iter() {
                 let Some(probe) = Probe::of(value) else {
                     continue;
@@ -101,10 +99,7 @@ impl Postings {
                 }
             }
         }
-        let mut postings = Postings {
-            live,
-            ..Postings::default()
-        };
+        let mut postings = Postings::default();
         for (key, (entries, others)) in numbers {
             postings
                 .ranges
@@ -187,7 +182,8 @@ mod tests {
             let f = Filter::vector(&Input::from_json(text).unwrap())
                 .unwrap()
                 .unwrap();
-            let (a, b) = (at_once.candidates(&f), one_by_one.candidates(&f));
+            let n = live().count();
+            let (a, b) = (at_once.candidates(&f, n), one_by_one.candidates(&f, n));
             let norm = |c: Option<crate::vector::postings::Candidates>| {
                 c.map(|mut c| {
                     c.slots.sort_unstable();

@@ -165,7 +165,7 @@ fn a_rare_range_on_a_key_of_many_values_is_scanned_from_its_sorted_numbers() {
 fn a_rare_unbounded_filter_takes_the_exact_scan() {
     let (idx, _) = index(6000);
     let f = filter(map(vec![("name", map(vec![("$lt", s("x00120"))]))]));
-    assert!(idx.postings.candidates(&f).is_none());
+    assert!(idx.postings.candidates(&f, idx.len()).is_none());
     assert_eq!(plan_for(&idx, 10, Some(&f), None).0, Plan::ExactAll);
 }
 
@@ -197,7 +197,7 @@ fn a_rare_value_of_any_low_cardinality_key_is_scanned_from_its_lists() {
         ("name", map(vec![("$lt", s("x10000"))])),
     ]));
     // The lists only bound it (600 slots)...
-    assert!(!idx.postings.candidates(&unsorted).unwrap().exact);
+    assert!(!idx.postings.candidates(&unsorted, idx.len()).unwrap().exact);
     // ...and so few are checked record by record: exactly the 300 that pass.
     let (chosen, c) = plan_for(&idx, 10, Some(&unsorted), None);
     assert_eq!(chosen, Plan::ExactPosted);
@@ -214,7 +214,7 @@ fn a_small_list_and_a_wide_range_check_the_lists_records_against_the_range() {
         ("n", map(vec![("$lt", Input::Int(10000))])),
     ]));
     // The range (10,000 slots) is not gathered: the list's 200 slots bound the filter.
-    let c = idx.postings.candidates(&f).unwrap();
+    let c = idx.postings.candidates(&f, idx.len()).unwrap();
     assert!(!c.exact && !c.complement);
     assert_eq!(c.slots.len(), 200);
     // Their records checked against the range: exactly the 100 that pass.
@@ -239,14 +239,14 @@ fn a_small_list_and_a_wide_range_check_the_lists_records_against_the_range() {
             ("n", map(vec![("$lt", Input::Int(10000))])),
         ]),
     )]));
-    let c = idx.postings.candidates(&not).unwrap();
+    let c = idx.postings.candidates(&not, idx.len()).unwrap();
     assert!(c.exact && c.complement && c.count(idx.len()) == 19900);
     // A range near the list's size is gathered and intersected.
     let near = filter(map(vec![
         ("bucket", Input::Int(7)),
         ("n", map(vec![("$lt", Input::Int(1000))])),
     ]));
-    let c = idx.postings.candidates(&near).unwrap();
+    let c = idx.postings.candidates(&near, idx.len()).unwrap();
     assert!(c.exact);
     assert_eq!(c.slots.len(), 10);
 }
@@ -275,8 +275,11 @@ fn a_range_written_under_its_key_is_planned_as_the_same_bounds_written_apart() {
             "$and",
             Input::List(vec![map(vec![("bucket", Input::Int(7))]), range(lo, hi)]),
         )]));
-        let got = idx.postings.candidates(&under_key).unwrap();
-        let want = idx.postings.candidates(&filter(apart(lo, hi))).unwrap();
+        let got = idx.postings.candidates(&under_key, idx.len()).unwrap();
+        let want = idx
+            .postings
+            .candidates(&filter(apart(lo, hi)), idx.len())
+            .unwrap();
         assert_eq!((got.slots, got.exact), (want.slots, want.exact));
     }
 }
@@ -352,7 +355,7 @@ fn bounds_on_a_posted_key_read_the_lists_inside_their_interval() {
         )])),
     ];
     for f in &cases {
-        let c = idx.postings.candidates(f).unwrap();
+        let c = idx.postings.candidates(f, idx.len()).unwrap();
         assert!(c.exact && !c.complement, "{f:?}");
         let want: Vec<u32> = (0..(n + 400) as u32)
             .filter(|&slot| f.matches(&idx.records.get(slot)))
@@ -377,12 +380,12 @@ fn a_nin_of_most_values_of_a_key_every_vector_holds_reads_the_other_lists() {
             .filter(|&s| !idx.graph.is_deleted(s) && f.matches(&idx.records.get(s)))
             .collect()
     };
-    let c = idx.postings.candidates(&most).unwrap();
+    let c = idx.postings.candidates(&most, idx.len()).unwrap();
     assert!(c.exact && !c.complement);
     assert_eq!(c.slots, passing(&idx, &most));
     // Deleted vectors leave the count of live ones: the key is still held by all of them.
     idx.remove(&["v5".to_string(), "v17".to_string()]);
-    let c = idx.postings.candidates(&most).unwrap();
+    let c = idx.postings.candidates(&most, idx.len()).unwrap();
     assert!(c.exact && !c.complement);
     let live: Vec<u32> = c
         .slots
@@ -397,7 +400,7 @@ fn a_nin_of_most_values_of_a_key_every_vector_holds_reads_the_other_lists() {
         vec![map(vec![("n", Input::Int(1))])],
     )
     .unwrap();
-    let c = idx.postings.candidates(&most).unwrap();
+    let c = idx.postings.candidates(&most, idx.len()).unwrap();
     assert!(c.exact && c.complement);
     let outside: Vec<u32> = (0..idx.graph.slots() as u32)
         .filter(|s| !idx.graph.is_deleted(*s) && c.slots.binary_search(s).is_err())
@@ -405,7 +408,7 @@ fn a_nin_of_most_values_of_a_key_every_vector_holds_reads_the_other_lists() {
     assert_eq!(outside, passing(&idx, &most));
     // A $nin of a few values stays the complement of their lists.
     let few = filter(map(vec![("bucket", map(vec![("$ne", Input::Int(3))]))]));
-    assert!(idx.postings.candidates(&few).unwrap().complement);
+    assert!(idx.postings.candidates(&few, idx.len()).unwrap().complement);
 }
 
 #[test]
