@@ -101,8 +101,10 @@ pub struct Graph {
     /// Per slot: still in `pending`. A graph walk never collects a queued slot, even one that
     /// a parallel link has already made reachable.
     pub(crate) queued: Vec<bool>,
-    /// Held by a parallel link and by a save, so a save never sees half-linked slots.
-    pub(crate) linking: Mutex<()>,
+    /// Held by a parallel link and by a save, so a save never sees half-linked slots. It
+    /// holds the slots the last parallel link finished: linked, though still in `pending`
+    /// until [`Graph::finish_batch`] (a save records them as linked).
+    pub(crate) linking: Mutex<Vec<u32>>,
     /// Counts changes to the links and the queue's head (not persisted), so a link plan made
     /// under a read lock can tell whether it still holds.
     pub(crate) epoch: u64,
@@ -127,7 +129,7 @@ impl Graph {
             entry_lock: Mutex::new(()),
             pending: VecDeque::new(),
             queued: Vec::new(),
-            linking: Mutex::new(()),
+            linking: Mutex::new(Vec::new()),
             epoch: 0,
             visited_pool: Mutex::new(Vec::new()),
             breadths: Breadths::default(),
@@ -305,7 +307,7 @@ impl Graph {
             entry_lock: Mutex::new(()),
             pending,
             queued,
-            linking: Mutex::new(()),
+            linking: Mutex::new(Vec::new()),
             epoch: 0,
             visited_pool: Mutex::new(Vec::new()),
             breadths: Breadths::default(),

@@ -224,7 +224,7 @@ impl Graph {
     /// (link one slot first). A batch is not the graph one-at-a-time linking builds, but one
     /// as good.
     pub fn link_batch(&self, max_count: usize, threads: usize) -> Vec<u32> {
-        let _linking = self.linking.lock();
+        let mut finished = self.linking.lock().unwrap_or_else(|e| e.into_inner());
         let batch: Vec<u32> = self.pending().take(max_count).collect();
         if self.entry() == NONE || batch.is_empty() {
             return Vec::new();
@@ -248,6 +248,7 @@ impl Graph {
                 self.attach(s);
             }
         }
+        finished.clone_from(&batch);
         batch
     }
 
@@ -351,6 +352,10 @@ impl Graph {
         if batch.is_empty() {
             return;
         }
+        self.linking
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         for &s in batch {
             self.queued[s as usize] = false;
         }

@@ -34,13 +34,14 @@ pub mod codec;
 mod load;
 pub mod originals;
 
+use std::collections::HashSet;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{CoreError, Result};
 use crate::vector::breadth::DEFAULT_K;
-use crate::vector::graph::Params;
+use crate::vector::graph::{Graph, Params};
 use crate::vector::plan::EF_DEFAULT;
 use crate::vector::VectorIndex;
 use codec::{checksum, Writer};
@@ -98,7 +99,8 @@ pub fn save(index: &VectorIndex, path: &Path, generation: u64, origin: &str) -> 
     // The default breadth, measured now if it is not yet (or no longer): the file keeps it,
     // so a reopened index answers its first search without measuring.
     g.default_ef(DEFAULT_K, EF_DEFAULT, None);
-    let _linking = g.linking.lock(); // no half-linked batch in the file
+    let finished = g.linking.lock().unwrap_or_else(|e| e.into_inner()); // no half-linked batch
+    let queue = waiting(g, &finished);
     let mut journal = index.journal.lock().unwrap_or_else(|e| e.into_inner());
     let appendable = journal.saved.as_ref().is_some_and(|s| {
         s.path == path
@@ -107,9 +109,9 @@ pub fn save(index: &VectorIndex, path: &Path, generation: u64, origin: &str) -> 
             && g.originals.backing().is_some_and(|b| b.id == s.vectors)
             && fs::metadata(path).is_ok_and(|m| m.len() == s.len)
     });
-    let pending = g.pending().count();
+    let pending = queue.iter().filter(|&&s| !g.is_deleted(s)).count();
     if appendable {
-        let result = append(index, &mut journal, path, generation);
+        let result = append(index, &mut journal, path, generation, &queue);
         if result.is_err() {
             journal.saved = None; // what changed was taken: the next save writes everything
         }
@@ -119,7 +121,7 @@ pub fn save(index: &VectorIndex, path: &Path, generation: u64, origin: &str) -> 
         });
     }
     journal.saved = None;
-    let backing = write_full(index, &mut journal, path, generation, origin)?;
+    let backing = write_full(index, &mut journal, path, generation, origin, &queue)?;
     Ok(Written {
         pending,
         adopt: Some((backing, g.slots())),
@@ -156,7 +158,24 @@ pub fn outdated(index: &VectorIndex) -> bool {
         .is_none_or(|s| s.breadths != index.graph.measured_breadths().1)
 }
 
-fn append(index: &VectorIndex, journal: &mut Journal, path: &Path, generation: u64) -> Result<()> {
+/// The waiting queue as a save records it: the slots a parallel link `finished` are linked,
+/// though they stay queued until the index is next written to.
+fn waiting(g: &Graph, finished: &[u32]) -> Vec<u32> {
+    let finished: HashSet<u32> = finished.iter().copied().collect();
+    g.pending
+        .iter()
+        .copied()
+        .filter(|s| !finished.contains(s))
+        .collect()
+}
+
+fn append(
+    index: &VectorIndex,
+    journal: &mut Journal,
+    path: &Path,
+    generation: u64,
+    queue: &[u32],
+) -> Result<()> {
     let g = &index.graph;
     let Some(first) = journal.saved.as_ref().map(|s| s.slots) else {
         return Ok(());
@@ -166,7 +185,7 @@ fn append(index: &VectorIndex, journal: &mut Journal, path: &Path, generation: u
         g.originals.copy_rows(b, g.originals.stored())?;
     }
     g.originals.sync()?;
-    let (bytes, breadths) = frame(index, first, generation, &journal.removed);
+    let (bytes, breadths) = frame(index, first, generation, &journal.removed, queue);
     let mut file = OpenOptions::new()
         .append(true)
         .open(path)
@@ -189,6 +208,7 @@ fn write_full(
     path: &Path,
     generation: u64,
     origin: &str,
+    queue: &[u32],
 ) -> Result<Backing> {
     let g = &index.graph;
     let target = vectors_path(path);
@@ -203,7 +223,7 @@ fn write_full(
         return Err(e);
     }
     let mut bytes = header(g.params(), origin, backing.id);
-    let (first_frame, breadths) = frame(index, 0, generation, &[]);
+    let (first_frame, breadths) = frame(index, 0, generation, &[], queue);
     bytes.extend_from_slice(&first_frame);
     write(path, &bytes)?;
     journal.removed.clear();
@@ -264,7 +284,13 @@ fn header(p: &Params, origin: &str, vectors: u128) -> Vec<u8> {
 /// One frame: the slots from `first` on, the older slots whose lists changed since the last
 /// save (their marks are cleared), the older ones in `removed`, the queue, and the measured
 /// breadths. Returns it and the count of breadth measures it holds.
-fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) -> (Vec<u8>, u64) {
+fn frame(
+    index: &VectorIndex,
+    first: usize,
+    generation: u64,
+    removed: &[u32],
+    queue: &[u32],
+) -> (Vec<u8>, u64) {
     let g = &index.graph;
     let (n, dim) = (g.slots(), g.params().dim);
     let new = n - first;
@@ -325,8 +351,8 @@ fn frame(index: &VectorIndex, first: usize, generation: u64, removed: &[u32]) ->
     gone.dedup();
     w.u64(gone.len() as u64);
     w.words(&gone);
-    w.u64(g.pending.len() as u64);
-    g.pending.iter().for_each(|&s| w.u32(s));
+    w.u64(queue.len() as u64);
+    queue.iter().for_each(|&s| w.u32(s));
     let (breadths, measures) = g.measured_breadths();
     w.u64(breadths.len() as u64);
     breadths.iter().flatten().for_each(|&x| w.u64(x));

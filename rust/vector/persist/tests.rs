@@ -101,6 +101,36 @@ fn save_then_load_gives_identical_results() {
 }
 
 #[test]
+fn a_save_between_a_parallel_link_and_its_finish_records_the_batch_as_linked() {
+    // Linked on threads under a read hold, a batch leaves the queue only under the next write
+    // hold; a save in between (a reader too) sees it linked, entry point included, but queued.
+    let data = clustered(33, 400, 12, 5);
+    let mut idx = VectorIndex::new(12, Metric::Euclidean, 8, 60, 5).unwrap();
+    let flat: Vec<f32> = data.iter().flatten().copied().collect();
+    idx.add(
+        (0..400).map(|i| format!("id-{i}")).collect(),
+        &flat,
+        metas(0..400),
+    )
+    .unwrap();
+    idx.link_pending(1);
+    let batch = idx.link_batch(250, 2);
+    assert_eq!((batch.len(), idx.pending_len()), (250, 399));
+    let path = temp("mid-batch.hnsw");
+    let written = save(&idx, &path, 7, "db-1").unwrap();
+    assert_eq!(written.pending, 149);
+    idx.finish_batch(&batch);
+    finish(&mut idx, written).unwrap();
+    let (back, _, _) = load(&path).unwrap();
+    assert_eq!(back.pending_len(), 149);
+    same_answers(
+        &idx,
+        &back,
+        &data.iter().step_by(23).cloned().collect::<Vec<_>>(),
+    );
+}
+
+#[test]
 fn a_loaded_index_scores_with_the_exact_float_vectors() {
     let (mut idx, data) = sample();
     let path = temp("exact.hnsw");
