@@ -3,10 +3,11 @@ the rows backend that reads and writes its vectors there."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from ..errors import ConfigurationError, InvalidArgumentError
 from ..storage.duckdb import Database
 from .rows import Rows
 from .rows_duckdb import DuckDBRows
@@ -35,12 +36,18 @@ def database_of(storage: Any) -> tuple[Any, Any]:
         "storage must be a DuckDBStorage, a PostgresStorage, a Database, a database path or None")
 
 
-def rows_for(db: Any) -> Rows:
+def rows_for(db: Any, cache_dir: str | os.PathLike[str] | None = None) -> Rows:
+    """The rows backend of ``db``; ``cache_dir``: where a store over PostgreSQL keeps its
+    index files (see ``index_files``)."""
     if isinstance(db, Database):
+        if cache_dir is not None:
+            raise ConfigurationError(
+                "cache_dir is for a store over PostgreSQL: over DuckDB the index files live "
+                "beside the database")
         return DuckDBRows(db)
     from .rows_postgres import PostgresRows
 
-    return PostgresRows(db)
+    return PostgresRows(db, cache_dir)
 
 
 def private(db: Any, handle: Any) -> bool:

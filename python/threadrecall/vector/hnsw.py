@@ -20,13 +20,14 @@ of another origin: a file copied from another database, or left by an earlier in
 same name, is never trusted; nor is a vectors file that is not the one the index file was
 saved with, is shorter, or whose rows fail their checksums. A save cut short leaves a last
 part that fails its checksum: the file is then trusted as of the save before.
-Over an in-memory database, and over PostgreSQL, the float vectors go to an unlinked
-temporary file instead (it has no name on disk and goes away with the process).
+Over an in-memory database, and over PostgreSQL without a cache folder, the float vectors go
+to an unlinked temporary file instead (it has no name on disk and goes away with the process).
 Over PostgreSQL (any number of processes) each process builds its graph from the rows in the
 database on first use (the rows are searchable once read; a background thread links them), and
 before each search brings it up to date with one query: the index's generation and what
-changed since the graph's (see ``rows_postgres``). No index file
-is kept there: the database is the only copy that counts.
+changed since the graph's (see ``rows_postgres``). The database is the only copy that counts;
+with ``cache_dir`` each process also keeps index files in a local folder, a set of its own
+(``index_files``), so that a restart loads them and catches up instead of rebuilding.
 Writes land in the database inside the caller's transaction and reach the graph only after it
 commits, so a rolled-back outer transaction leaves the index untouched.
 
@@ -41,6 +42,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import threading
 import uuid
 import weakref
@@ -125,6 +127,11 @@ class HnswVectorStore(AsyncTwins):
         background_linking: link new vectors in a daemon thread.
         threads: threads that link a bulk write (``BULK_LINK_FROM`` vectors or more waiting)
             before it returns; ``None``: ``THREADRECALL_THREADS``, else every available core.
+        cache_dir: over PostgreSQL, a local folder where the process keeps its index files
+            (one set per process at a time, see ``index_files``), so that a restarted
+            process loads its graph and catches up instead of building it from the rows.
+            ``None``: no index file, the database is the only copy. Over DuckDB the files
+            always lie beside the database.
     """
 
     def __new__(cls, storage: Any = None, **settings: Any) -> HnswVectorStore:
@@ -152,15 +159,17 @@ class HnswVectorStore(AsyncTwins):
         ef_search: int | None = None,
         background_linking: bool = True,
         threads: int | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        settings = (m, ef_construction, ef_search, background_linking, threads)
+        settings = (m, ef_construction, ef_search, background_linking, threads,
+                    None if cache_dir is None else os.fspath(cache_dir))
         if hasattr(self, "_settings"):  # this database's store is already open: share it
             if settings != self._settings:
                 self.close()
                 raise ConfigurationError(
                     "an HnswVectorStore with other settings is already open on this database; "
-                    "open it with the same m, ef_construction, ef_search, background_linking "
-                    "and threads")
+                    "open it with the same m, ef_construction, ef_search, background_linking, "
+                    "threads and cache_dir")
             return
         try:
             for label, value in (("m", m), ("ef_construction", ef_construction)):
@@ -179,7 +188,7 @@ class HnswVectorStore(AsyncTwins):
             self._linker = Linker(self._loaded, weakly(self._save_due)) if background_linking else None
             if self._linker is not None:
                 weakref.finalize(self, self._linker.stop)
-            self.rows = rows_for(self._db)
+            self.rows = rows_for(self._db, cache_dir)
             self.rows.remove_leftovers()
         except BaseException:
             self._release()
@@ -620,6 +629,7 @@ class HnswVectorStore(AsyncTwins):
         self.flush()
         with self._lock:
             self._loaded.clear()
+        self.rows.close()
         for handle in self._handles:
             handle.close()
 
@@ -641,7 +651,8 @@ class HnswVectorStore(AsyncTwins):
 
     def index_path(self, name: str) -> Path | None:
         """Where the index file of ``name`` lives (None for an in-memory database, and over
-        PostgreSQL, where each process builds its index from the database).
+        PostgreSQL without ``cache_dir``, where each process builds its index from the
+        database).
 
         Args:
             name: the index.
@@ -753,8 +764,11 @@ class HnswVectorStore(AsyncTwins):
             self._save(name, loaded)
 
     def _is_due(self, loaded: Loaded) -> bool:
+        """Whether enough changed since the save: database changes, and vectors linked (a
+        backlog read from the database is saved waiting, then again once linked)."""
         due = max(SAVE_AFTER_CHANGES, int(len(loaded.index) * SAVE_AFTER_FRACTION))
-        return loaded.changes >= due and not self.rows.in_memory
+        linked = max(0, loaded.saved_pending - loaded.index.pending)
+        return loaded.changes + linked >= due and not self.rows.in_memory
 
     def _save(self, name: str, loaded: Loaded) -> None:
         """Save the index files of ``name`` (appending what changed since the last save).
@@ -811,27 +825,38 @@ class HnswVectorStore(AsyncTwins):
             raise StorageError(
                 f"a directory is where the index file {path} goes; move it away (the index is "
                 "rebuilt from the database)")
+        loaded = None
         if path is not None and path.exists():
-            try:
-                index, file_generation, file_origin = _core.VectorIndex.load(str(path))
-            except (IndexCorruptError, OSError):
-                index = None
-            if (
-                index is not None
-                and file_origin == self.rows.origin(name)  # this database's, this creation's
+            loaded = self._from_file(name, path, dimension, metric, generation)
+        if loaded is None:
+            loaded = Loaded(self._new_index(dimension, metric), 0, None)
+            self._catch_up(name, loaded)
+        return loaded
+
+    def _from_file(self, name: str, path: Path, dimension: int, metric: str,
+                   generation: int) -> Loaded | None:
+        """The index saved in ``path``, caught up with the database; ``None`` when the file
+        is not to be trusted (unreadable, of another database or creation of the index, of
+        other settings, ahead of the database) or too old to catch up (the changes since
+        its generation are pruned)."""
+        try:
+            index, file_generation, file_origin = _core.VectorIndex.load(str(path))
+        except (IndexCorruptError, OSError):
+            return None
+        if not (file_origin == self.rows.origin(name)  # this database's, this creation's
                 and index.dim == dimension
                 and index.metric == metric
-                and file_generation <= generation
-            ):
-                if index.texts_missing:  # a file of the previous format
-                    rows = self.rows.texts(name)
-                    index.fill_texts([r[0] for r in rows], [r[1] for r in rows])
-                loaded = Loaded(index, file_generation, file_generation)
-                if file_generation < generation:
-                    self._catch_up(name, loaded)
-                return loaded
-        loaded = Loaded(self._new_index(dimension, metric), 0, None)
-        self._catch_up(name, loaded)
+                and file_generation <= generation):
+            return None
+        if index.texts_missing:  # a file of the previous format
+            rows = self.rows.texts(name)
+            index.fill_texts([r[0] for r in rows], [r[1] for r in rows])
+        loaded = Loaded(index, file_generation, file_generation, file_origin)
+        if file_generation < generation:
+            delta = self.rows.changes(name, file_generation, dimension, file_origin)
+            if delta.reset:
+                return None
+            loaded.apply(name, delta)
         return loaded
 
     def _new_index(self, dimension: int, metric: str) -> _core.VectorIndex:

@@ -9,7 +9,6 @@ replaying what came after ``g``.
 
 from __future__ import annotations
 
-import glob
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import pyarrow as pa
 
 from ..errors import IndexCorruptError
 from ..storage.duckdb import Database
+from .index_files import remove_partial_saves
 from .rows import Delta
 
 __all__ = ["DuckDBRows", "MIGRATIONS"]
@@ -318,10 +318,9 @@ class DuckDBRows:
         """Delete the partial index files of saves cut short in an earlier process (only one
         process at a time opens a database file, so none of them is still being written; a
         store opens once per database in a process, before it saves anything)."""
-        if self.db.in_memory:
-            return
-        db = Path(self.db.path)
-        prefix = glob.escape(db.name)
-        for pattern in (f"{prefix}.*.hnsw.*.part*", f"{prefix}.*.hnsw.tmp", f"{prefix}.*.vectors.tmp"):
-            for part in db.parent.glob(pattern):
-                part.unlink(missing_ok=True)
+        if not self.db.in_memory:
+            db = Path(self.db.path)
+            remove_partial_saves(db.parent, db.name)
+
+    def close(self) -> None:
+        pass

@@ -29,6 +29,7 @@ replays a partial delta).
 from __future__ import annotations
 
 import base64
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -41,6 +42,7 @@ import psycopg
 
 from ..errors import IndexCorruptError, IndexNotFoundError
 from ..storage.postgres.schema import migrate, quoted_schema
+from .index_files import CacheSlot
 from .rows import Delta
 
 __all__ = ["Freshness", "PostgresRows", "MIGRATIONS"]
@@ -142,11 +144,13 @@ class PostgresRows:
     """Vector rows in the schema of a ``PostgresStorage`` (see the module docstring)."""
 
     shared = True  # other processes write: the index catches up before each search
-    in_memory = True  # no index file: the index is rebuilt from the database in each process
 
-    def __init__(self, storage: Any) -> None:
+    def __init__(self, storage: Any, cache_dir: str | os.PathLike[str] | None = None) -> None:
         self.storage = storage
         self.key = id(storage)
+        # Without a cache folder no index file is kept: each process builds its index from
+        # the database.
+        self._cache = None if cache_dir is None else CacheSlot(cache_dir, storage.schema)
         with storage.connection() as conn:
             migrate(conn, storage.schema, "hnsw", MIGRATIONS)
             ident = quoted_schema(storage.schema).as_string(conn)
@@ -316,11 +320,19 @@ class PostgresRows:
     # ---- index files ----
 
 
+    @property
+    def in_memory(self) -> bool:
+        return self._cache is None
+
     def index_path(self, name: str) -> Path | None:
-        return None
+        return None if self._cache is None else self._cache.path(name)
 
     def remove_leftovers(self) -> None:
-        pass
+        pass  # the cache's set, once held, is cleared of them (no other process writes it)
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.release()
 
 
 @dataclass
