@@ -4,6 +4,8 @@ never trusted beyond what the database says."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -182,6 +184,11 @@ def test_a_backlog_read_from_the_database_is_saved_again_once_linked(open_store,
     assert index.pending == 0 and len(index) == 3000
 
 
-def test_cache_dir_is_refused_over_duckdb(tmp_path):
+def test_cache_dir_is_refused_over_duckdb_and_the_database_it_opened_is_closed(tmp_path):
+    path = tmp_path / "m.duckdb"
     with pytest.raises(ConfigurationError, match="cache_dir is for a store over PostgreSQL"):
-        HnswVectorStore(str(tmp_path / "m.duckdb"), cache_dir=tmp_path / "cache")
+        HnswVectorStore(str(path), cache_dir=tmp_path / "cache")
+    opened = subprocess.run(  # another process may open the file: the refused store let it go
+        [sys.executable, "-c", f"from threadrecall.storage import DuckDBStorage; DuckDBStorage({str(path)!r}).close()"],
+        capture_output=True, text=True)
+    assert opened.returncode == 0, opened.stderr

@@ -191,7 +191,9 @@ class HnswVectorStore(AsyncTwins):
             self.rows = rows_for(self._db, cache_dir)
             self.rows.remove_leftovers()
         except BaseException:
-            self._release()
+            if self._release():
+                for handle in self._handles:  # the database this store opened for itself
+                    handle.close()
             raise
         self._settings = settings
 

@@ -148,9 +148,6 @@ class PostgresRows:
     def __init__(self, storage: Any, cache_dir: str | os.PathLike[str] | None = None) -> None:
         self.storage = storage
         self.key = id(storage)
-        # Without a cache folder no index file is kept: each process builds its index from
-        # the database.
-        self._cache = None if cache_dir is None else CacheSlot(cache_dir, storage.schema)
         with storage.connection() as conn:
             migrate(conn, storage.schema, "hnsw", MIGRATIONS)
             ident = quoted_schema(storage.schema).as_string(conn)
@@ -160,6 +157,9 @@ class PostgresRows:
             ("FRESHNESS", FRESHNESS), ("SNAPSHOT_HEAD", SNAPSHOT_HEAD),
             ("SNAPSHOT_ROWS", SNAPSHOT_ROWS))}
         self._ident = ident
+        # Without a cache folder no index file is kept: each process builds its index from
+        # the database.
+        self._cache = None if cache_dir is None else CacheSlot(cache_dir, storage.schema)
 
     @property
     def in_transaction(self) -> bool:
