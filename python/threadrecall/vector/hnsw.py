@@ -766,11 +766,14 @@ class HnswVectorStore(AsyncTwins):
             self._save(name, loaded)
 
     def _is_due(self, loaded: Loaded) -> bool:
-        """Whether enough changed since the save: database changes, and vectors linked (a
-        backlog read from the database is saved waiting, then again once linked)."""
+        """Whether enough changed since the save: database changes and vectors linked since.
+        Over a shared database a large backlog (a rebuild, a catch-up with a bulk import) is
+        saved once it is linked, not while it waits."""
+        if self.rows.in_memory or (self.rows.shared and loaded.index.pending >= BULK_LINK_FROM):
+            return False  # a backlog read from a shared database is saved once linked
         due = max(SAVE_AFTER_CHANGES, int(len(loaded.index) * SAVE_AFTER_FRACTION))
         linked = max(0, loaded.saved_pending - loaded.index.pending)
-        return loaded.changes + linked >= due and not self.rows.in_memory
+        return loaded.changes + linked >= due
 
     def _save(self, name: str, loaded: Loaded) -> None:
         """Save the index files of ``name`` (appending what changed since the last save).
@@ -815,7 +818,7 @@ class HnswVectorStore(AsyncTwins):
                 return loaded
             loaded = self._loaded[name] = self._open(name)
             self._link_backlog(loaded)
-            if loaded.saved is None:  # rebuilt: its file is written at once
+            if loaded.saved is None and not self.rows.shared:  # rebuilt: its file is written at once
                 self._save(name, loaded)
         self._wake_linker()  # a loaded file or a rebuild may bring vectors to link
         return loaded
@@ -839,8 +842,8 @@ class HnswVectorStore(AsyncTwins):
                    generation: int) -> Loaded | None:
         """The index saved in ``path``, caught up with the database; ``None`` when the file
         is not to be trusted (unreadable, of another database or creation of the index, of
-        other settings, ahead of the database) or too old to catch up (the changes since
-        its generation are pruned)."""
+        another dimension or metric, ahead of the database) or too old to catch up (the
+        changes since its generation are pruned)."""
         try:
             index, file_generation, file_origin = _core.VectorIndex.load(str(path))
         except (IndexCorruptError, OSError):
