@@ -102,8 +102,8 @@ pub struct Graph {
     /// a parallel link has already made reachable.
     pub(crate) queued: Vec<bool>,
     /// Held by a parallel link and by a save, so a save never sees half-linked slots. It
-    /// holds the slots the last parallel link finished: linked, though still in `pending`
-    /// until [`Graph::finish_batch`] (a save records them as linked).
+    /// holds the slots parallel links finished: linked, though still in `pending` until
+    /// [`Graph::finish_batch`] (a save records them as linked).
     pub(crate) linking: Mutex<Vec<u32>>,
     /// Counts changes to the links and the queue's head (not persisted), so a link plan made
     /// under a read lock can tell whether it still holds.

@@ -248,7 +248,7 @@ impl Graph {
                 self.attach(s);
             }
         }
-        finished.clone_from(&batch);
+        finished.extend_from_slice(&batch);
         batch
     }
 
@@ -352,13 +352,11 @@ impl Graph {
         if batch.is_empty() {
             return;
         }
-        self.linking
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
         for &s in batch {
             self.queued[s as usize] = false;
         }
+        let finished = self.linking.get_mut().unwrap_or_else(|e| e.into_inner());
+        finished.retain(|&s| self.queued[s as usize]); // another link's batch may still be queued
         while let Some(&front) = self.pending.front() {
             if self.queued[front as usize] && !self.deleted[front as usize] {
                 break;
