@@ -41,20 +41,31 @@ WRITER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("kind", ["hnsw", "pgvector"])
-def test_a_message_saved_in_one_process_is_found_by_the_next_recall_in_another(pg_dsn, pg_schema, kind):
-    storage = PostgresStorage(pg_dsn, schema=pg_schema)
-    vector = HnswVectorStore(storage) if kind == "hnsw" else PgVector(storage)
-    memory = Memory(storage=storage, vector=vector, embedder=HashEmbedder(dim=64), options=OPTIONS)
+@pytest.mark.parametrize("kind", ["hnsw", "hnsw-cache", "pgvector"])
+def test_a_message_saved_in_one_process_is_found_by_the_next_recall_in_another(pg_dsn, pg_schema, kind,
+                                                                               tmp_path):
+    def reader() -> tuple[Memory, PostgresStorage]:
+        storage = PostgresStorage(pg_dsn, schema=pg_schema)
+        if kind == "pgvector":
+            vector = PgVector(storage)
+        else:
+            vector = HnswVectorStore(storage, cache_dir=tmp_path if kind == "hnsw-cache" else None)
+        return Memory(storage=storage, vector=vector, embedder=HashEmbedder(dim=64), options=OPTIONS), storage
+
+    memory, storage = reader()
     memory.create_thread("r1", thread_id="t0")
     memory.save_messages([{"id": "seed", "thread_id": "t0", "role": "user", "content": "hello"}])
     assert [m.id for m in memory.recall("t0", resource_id="r1", vector_search_string="hello").messages] == ["seed"]
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, pg_dsn, pg_schema, kind], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, pg_dsn, pg_schema, kind.removesuffix("-cache")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert writer.stdout.readline().strip() == "ready"
         misses = []
         for i in range(TRIES):
+            if kind == "hnsw-cache" and i == TRIES // 2:  # restarted: its saved set loaded and caught up
+                memory.close()
+                storage.close()
+                memory, storage = reader()
             writer.stdin.write(f"{i}\n")
             writer.stdin.flush()
             assert int(writer.stdout.readline()) == i  # committed in the other process
@@ -66,7 +77,10 @@ def test_a_message_saved_in_one_process_is_found_by_the_next_recall_in_another(p
     finally:
         writer.stdin.close()
         assert writer.wait(timeout=30) == 0
+    if kind == "hnsw-cache":
+        assert len(list(tmp_path.glob("*.hnsw"))) == 1  # the restart took the set the first left
     memory.close()
+    storage.close()
 
 
 @pytest.mark.parametrize("deleted_elsewhere", [False, True])
