@@ -37,8 +37,7 @@ pub fn plan_for(
 
 /// What the planner reads, with the candidate slots the slot lists give (if any).
 fn counts(index: &VectorIndex, filter: Option<&Filter>) -> (Counts, Option<Candidates>) {
-    let candidates =
-        filter.and_then(|f| settled(index, f, index.postings.candidates(f, index.len())));
+    let candidates = candidates(index, filter);
     let allowed = filter.map(|f| match &candidates {
         Some(c) if c.exact => c.count(index.len()),
         // A bound: the records inside it are sampled.
@@ -218,9 +217,12 @@ impl<'f> Gate<'f> {
 
 /// Every live slot `filter` allows, ascending, read from the slot lists where they bound it.
 pub fn allowed_slots(index: &VectorIndex, filter: Option<&Filter>) -> Vec<u32> {
-    let candidates =
-        filter.and_then(|f| settled(index, f, index.postings.candidates(f, index.len())));
-    allowed_from(index, filter, candidates)
+    allowed_from(index, filter, candidates(index, filter))
+}
+
+/// The slots the slot lists give for `filter`, settled (see [`settled`]).
+fn candidates(index: &VectorIndex, filter: Option<&Filter>) -> Option<Candidates> {
+    filter.and_then(|f| settled(index, f, index.postings.candidates(f, index.len())))
 }
 
 fn allowed_from(
