@@ -151,15 +151,16 @@ def numpy_subset_query(subset: np.ndarray, members: np.ndarray, q: np.ndarray) -
     return members[np.argsort(-sims)].tolist()
 
 
-def sweep(lib: Any, queries: np.ndarray, truth: list[list[int]]) -> list[tuple[int, float, float]]:
-    """(ef, recall@10, µs per query) from the smallest breadth up to the first reaching the
-    highest target (one pass per breadth; the matched breadths are timed again)."""
+def sweep(lib: Any, queries: np.ndarray, truth: list[list[int]],
+          until: float = max(TARGETS)) -> list[tuple[int, float, float]]:
+    """(ef, recall@10, µs per query) from the smallest breadth up to the first reaching
+    ``until`` (one pass per breadth; the matched breadths are timed again)."""
     points = []
     for ef in EFS:
         lib.set_ef(ef)
         found, secs = cpu(lambda: [lib.query(q, K) for q in queries])
         points.append((ef, recall(found, truth), secs / len(queries) * 1e6))
-        if points[-1][1] >= max(TARGETS):
+        if points[-1][1] >= until:
             break
         if len(points) > PLATEAU and points[-1][1] - points[-1 - PLATEAU][1] < 0.001:
             break  # quantised vectors cap the recall: wider searches only cost time
@@ -291,26 +292,13 @@ def close_ours(lib: Any, result: dict, work: Workload, workdir: Path) -> None:
 
 
 def fresh(lib: Any, work: Workload, result: dict) -> float:
-    """Queries right after the bulk insert, at matched recall: one pass at each breadth from
-    the narrowest up to the first whose recall@10 reaches ``TARGETS[0]`` (or the sweep's
-    plateau), every library alike. Records that breadth's CPU and wall µs per query (wall
-    counts waiting for a lock or a core) and recall; returns the CPU seconds spent."""
-    qs, truth = work.queries[:FRESH_QUERIES], work.truth[:FRESH_QUERIES]
-    spent, best, flat = 0.0, -1.0, 0
-    for ef in EFS:
-        lib.set_ef(ef)
-        wall = time.perf_counter()
-        found, secs = cpu(lambda: [lib.query(q, K) for q in qs])
-        wall = time.perf_counter() - wall
-        spent += secs
-        got = recall(found, truth)
-        flat = flat + 1 if got <= best else 0
-        best = max(best, got)
-        result.update(fresh_ef=ef, fresh_us=secs / len(qs) * 1e6, fresh_wall_us=wall / len(qs) * 1e6,
-                      fresh_recall=got)
-        if got >= TARGETS[0] or flat >= PLATEAU:
-            break
-    return spent
+    """Queries right after the bulk insert, at matched recall: the sweep over the first
+    ``FRESH_QUERIES`` queries up to recall@10 ``TARGETS[0]``, every library alike. Records the
+    last breadth's CPU µs per query and recall; returns the CPU seconds spent."""
+    qs = work.queries[:FRESH_QUERIES]
+    points = sweep(lib, qs, work.truth[:FRESH_QUERIES], until=TARGETS[0])
+    result["fresh_ef"], result["fresh_recall"], result["fresh_us"] = points[-1]
+    return sum(us for *_, us in points) * len(qs) / 1e6
 
 
 def measure_queries(lib: Any, work: Workload, result: dict) -> None:

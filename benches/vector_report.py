@@ -85,20 +85,20 @@ def _shape_tables(entry: dict) -> list[str]:
     out = [f"## {shape['label']}: {shape['n']:,} vectors, {shape['clusters']} clusters, spread "
            f"{shape['spread']}; {entry['queries']:,} queries, {entry['filtered_queries']} per filter\n",
            "### Build, fresh-after-upsert, memory\n",
-           "| library | build CPU s | hnswlib build / this | fresh ef | fresh CPU µs/query | fresh wall µs "
+           "| library | build CPU s | hnswlib build / this | fresh ef | fresh CPU µs/query "
            "| fresh recall@10 | index RSS MB | RSS / raw vectors |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|"]
     for name, res in libs.items():
         build = f"{res['build_s']:.1f}"
         if name == OURS:
             build += f" (upsert {res['upsert_s']:.1f} + link {res['link_s']:.1f})"
         ratio = _f(h_build / res["build_s"]) + "x" if h_build else "-"
-        out.append(f"| {name} | {build} | {ratio} | {res.get('fresh_ef', 64)} | {res['fresh_us']:.0f} | {res['fresh_wall_us']:.0f} | {res['fresh_recall']:.3f} | "
+        out.append(f"| {name} | {build} | {ratio} | {res.get('fresh_ef', 64)} | {res['fresh_us']:.0f} | {res['fresh_recall']:.3f} | "
                    f"{res['memory'] / 2**20:.1f} | {res['memory'] / raw:.3f} |")
     fixed = ours.get("memory_empty", 0)
-    out.append("\nFresh: the first queries right after the bulk insert (before any explicit link), one "
-               "pass at each breadth, narrowest first, up to the first whose recall@10 reaches 0.95 "
-               "on them; the columns are that pass.")
+    out.append("\nFresh: the first 200 queries right after the bulk insert (before any explicit "
+               "link), one pass at each breadth, narrowest first, up to the first whose recall@10 "
+               "reaches 0.95 on them; the columns are that pass.")
     out.append(f"\nRSS of a fresh process that opens the index and runs {entry.get('memory_queries', 1000):,} "
                f"queries, minus its RSS before. threadrecall's includes the store's fixed cost (DuckDB and "
                f"the store over a file whose index is empty: {fixed / 2**20:.1f} MB); beyond it the index "
