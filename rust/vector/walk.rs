@@ -106,7 +106,7 @@ impl Graph {
                 break;
             }
             let near = Near {
-                dist: self.dist(&q.v, lower.slot),
+                dist: self.dist(q.v, lower.slot),
                 slot: lower.slot,
             };
             if heap.len() < k {

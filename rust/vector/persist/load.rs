@@ -476,9 +476,9 @@ impl Loaded {
         let width = 2 * m + 1;
         let (first, slots) = (counts.first, counts.first + counts.new);
         let mut r = Reader::new(payload, at);
-        for slot in first..slots {
+        for (slot, &done) in (first..).zip(&written[first..slots]) {
             let upper = self.levels[slot] as usize * (m + 1);
-            if written[slot] {
+            if done {
                 r.take(4 * (width + upper))?;
             } else {
                 r.words_over(&mut self.level0[slot * width..(slot + 1) * width])?;
