@@ -12,7 +12,7 @@ from conftest import kill_after_acks
 from threadrecall import _core
 from threadrecall.storage.duckdb import Database
 from threadrecall.vector import HnswVectorStore
-from threadrecall.vector.hnsw import MIGRATIONS
+from threadrecall.vector.rows_duckdb import MIGRATIONS
 
 DIM = 8
 

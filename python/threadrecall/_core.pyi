@@ -1,5 +1,6 @@
 """Type stub of the compiled core module ``threadrecall._core``."""
 
+from collections.abc import Sequence
 from typing import Any, TypeAlias, final
 
 __all__ = [
@@ -37,7 +38,7 @@ def validate_vector_filter(obj: Any) -> None:
 def matches_metadata_filter(filter: Any, records: list[dict[str, Any] | None]) -> list[bool]:
     """For each shallow metadata dict, whether it passes recall's metadata filter."""
 
-def matches_vector_filter(filter: Any, records: list[dict[str, Any] | None]) -> list[bool]:
+def matches_vector_filter(filter: Any, records: Sequence[dict[str, Any] | None]) -> list[bool]:
     """For each shallow metadata dict, whether it passes the vector filter."""
 
 @final

@@ -6,10 +6,11 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources
 from itertools import islice
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from . import __version__
 from .errors import ThreadRecallError

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from .errors import ConfigurationError, InvalidArgumentError
 
@@ -103,7 +103,7 @@ class MemoryConfig:
         return sr if isinstance(sr, SemanticRecallConfig) else None
 
     @classmethod
-    def coerce(cls, value: "MemoryConfig | Mapping[str, Any] | None") -> "MemoryConfig":
+    def coerce(cls, value: MemoryConfig | Mapping[str, Any] | None) -> MemoryConfig:
         if value is None:
             return cls()
         if isinstance(value, MemoryConfig):
@@ -114,7 +114,7 @@ class MemoryConfig:
         raise ConfigurationError(f"options must be a MemoryConfig or a dict, got {type(value).__name__}")
 
 
-def merge(base: MemoryConfig, override: "MemoryConfig | Mapping[str, Any] | None") -> MemoryConfig:
+def merge(base: MemoryConfig, override: MemoryConfig | Mapping[str, Any] | None) -> MemoryConfig:
     """Deep-merge ``override`` over ``base`` (only keys the override sets win)."""
     if override is None:
         return base
@@ -166,6 +166,6 @@ def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]
     return out
 
 
-def is_count(value: Any) -> bool:
+def is_count(value: Any) -> TypeGuard[int]:
     """A non-negative int (and not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -413,7 +413,7 @@ def apply_extractor_hooks(extractors: Sequence[ResolvedExtractor], values: Mappi
                           ) -> Program[tuple[dict[str, Any], list[dict[str, str]]]]:
     """Run each extractor's ``on_extracted`` hook; returns the final values and failures."""
     values = dict(values)
-    failures = [dict(f) for f in failures]
+    failed = [dict(f) for f in failures]
     for e in extractors:
         hook = e.extractor.on_extracted
         if hook is None:
@@ -435,7 +435,7 @@ def apply_extractor_hooks(extractors: Sequence[ResolvedExtractor], values: Mappi
             if abort_signal is not None and abort_signal.is_set():
                 raise
             values.pop(e.slug, None)
-            failures.append({"slug": e.slug, "error": str(exc) or type(exc).__name__})
+            failed.append({"slug": e.slug, "error": str(exc) or type(exc).__name__})
             continue
         if returned is None:
             continue
@@ -443,8 +443,8 @@ def apply_extractor_hooks(extractors: Sequence[ResolvedExtractor], values: Mappi
             values[e.slug] = e.check(returned)
         except SchemaMismatch as exc:
             values.pop(e.slug, None)
-            failures.append({"slug": e.slug, "error": _mismatch(e.slug, exc)})
-    return values, failures
+            failed.append({"slug": e.slug, "error": _mismatch(e.slug, exc)})
+    return values, failed
 
 
 def is_empty_value(value: Any) -> bool:

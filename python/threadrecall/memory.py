@@ -9,7 +9,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from . import _core
 from .config import MemoryConfig, merge
@@ -40,7 +40,7 @@ from .recall import (
     thread_rows,
 )
 from .semantic import MessageIndex
-from .storage.base import Storage
+from .storage.base import AsyncStorage, Storage
 from .storage.duckdb import DuckDBStorage
 from .storage.rows import MessageRow, new_id
 from .storage.thread_owners import ensure_threads
@@ -92,9 +92,10 @@ def async_twin(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S
 
     @functools.wraps(method)
     async def twin(self: Any, *args: P.args, **kwargs: P.kwargs) -> R:
-        awaits = getattr(self, "_awaits", None)  # a processor has none: it runs in a thread
-        if awaits is not None and awaits(kwargs):
-            return await self.storage.run_async(method, self, *args, **kwargs)
+        awaited = getattr(self, "_awaited", None)  # a processor has none: it runs in a thread
+        storage = awaited(kwargs) if awaited is not None else None
+        if storage is not None:
+            return await storage.run_async(method, self, *args, **kwargs)
         if _IN_TRANSACTION.get():
             return method(self, *args, **kwargs)
         return await asyncio.to_thread(method, self, *args, **kwargs)
@@ -157,7 +158,7 @@ class Memory:
             self.vector.close()
         self.storage.close()
 
-    def __enter__(self) -> "Memory":
+    def __enter__(self) -> Memory:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -198,8 +199,9 @@ class Memory:
         >>> memory.recall("t1").total
         1
         """
-        if self._awaits({}):
-            async with self.storage.atransaction(lock=lock):
+        storage = self._awaited({})
+        if storage is not None:
+            async with storage.atransaction(lock=lock):
                 yield
             return
         token = _IN_TRANSACTION.set(True)
@@ -209,19 +211,20 @@ class Memory:
         finally:
             _IN_TRANSACTION.reset(token)
 
-    def _awaits(self, kwargs: Mapping[str, Any]) -> bool:
-        """Whether an async twin awaits the storage's own async calls: on a storage that has
+    def _awaited(self, kwargs: Mapping[str, Any]) -> AsyncStorage | None:
+        """The storage whose own async calls an async twin awaits, or None: a storage that has
         them, with no vector store and no semantic or lexical recall configured (embedders,
         vector stores and the BM25 index block, so such a memory, or a call turning search on
         through ``thread_config``, runs in a worker thread)."""
-        return (hasattr(self.storage, "run_async") and self.index is None
-                and self.options.semantic is None
-                and not (kwargs.get("thread_config") is not None and kwargs.get("vector_search_string")))
+        awaits = (hasattr(self.storage, "run_async") and self.index is None
+                  and self.options.semantic is None
+                  and not (kwargs.get("thread_config") is not None and kwargs.get("vector_search_string")))
+        return cast(AsyncStorage, self.storage) if awaits else None
 
     @property
-    def _embeds(self) -> bool:
-        """Whether saved messages are embedded (semantic recall is on)."""
-        return self.index is not None and self.options.semantic is not None
+    def _embedding(self) -> MessageIndex | None:
+        """The index saved messages are embedded into, or None (semantic recall is off)."""
+        return self.index if self.options.semantic is not None else None
 
     # ----------------------------------------------------------------------------- threads
 
@@ -244,7 +247,7 @@ class Memory:
         Traceback (most recent call last):
         ...
         threadrecall.errors.ResourceMismatchError: Thread with id t1 is for resource with id user-1 but resource user-2 tried to create it.
-        """
+        """  # noqa: E501
         check_id(resource_id, "resource_id")
         if thread_id is not None:
             check_thread_id(thread_id)
@@ -349,11 +352,12 @@ class Memory:
         True
         """
         check_thread_id(thread_id)
+        index = self.index
         with self.storage.transaction():
-            gone = self.storage.thread_messages(thread_id) if self.index is not None else []
+            gone = self.storage.thread_messages(thread_id) if index is not None else []
             self.storage.delete_thread(thread_id)
-            if gone:
-                self.index.remove(gone)
+            if index is not None and gone:
+                index.remove(gone)
 
     # ----------------------------------------------------------------------------- messages
 
@@ -391,7 +395,7 @@ class Memory:
         Traceback (most recent call last):
         ...
         threadrecall.errors.UnsupportedValueError: a message without an id: metadata key 'b' holds a value of type bytes, which JSON cannot store
-        """
+        """  # noqa: E501
         given = [incoming_message(m) for m in sequence(messages, "messages")]
         if not keep_system and any(m.role == "system" for m in given):
             dropped = [m.id for m in given if m.role == "system"]
@@ -400,14 +404,15 @@ class Memory:
             given = [m for m in given if m.role != "system"]
         latest = {m.id: m for m in given}
         incoming = [m for m in map(strip_working_memory, latest.values()) if m is not None]
-        embedded = self.index.prepare(incoming) if self._embeds else None
-        if embedded is None:  # one statement where the backend can: no transaction of its own
+        index = self._embedding
+        embedded = index.prepare(incoming) if index is not None else None
+        if index is None or embedded is None:  # one statement where the backend can: no transaction of its own
             stored, threads = self.storage.save_turn(incoming)
         else:
             with self.storage.transaction():
                 replaced = self._stored(m.id for m in incoming)  # they name the vectors to drop
                 stored, threads = self.storage.save_turn(incoming)
-                self.index.write(embedded, {m.id: m for m in stored}, threads, replaced)
+                index.write(embedded, {m.id: m for m in stored}, threads, replaced)
         if self._titler is not None:
             self._titler.schedule(self.storage, [t for t in threads.values() if not t.title])
         return stored
@@ -458,11 +463,12 @@ class Memory:
                     retagged.append(new.id)  # the same vectors, new metadata
             threads = self._ensure_threads(changed)
             stored = self.storage.save_messages(changed)
-            if self._embeds and moved:
-                self.index.write(self.index.prepare(moved), {m.id: m for m in stored}, threads, before)
-            if self._embeds and retagged:
+            index = self._embedding
+            if index is not None and moved:
+                index.write(index.prepare(moved), {m.id: m for m in stored}, threads, before)
+            if index is not None and retagged:
                 wanted = set(retagged)
-                self.index.retag([m for m in stored if m.id in wanted], threads)
+                index.retag([m for m in stored if m.id in wanted], threads)
             return stored
 
     def get_messages(self, ids: Iterable[str], *, resource_id: str | None = None) -> list[Message]:
@@ -523,11 +529,12 @@ class Memory:
             if not isinstance(item, str) or not item.strip():
                 raise InvalidArgumentError("All message IDs must be non-empty strings")
             flat.append(check_name(item, "message id"))
+        index = self.index
         with self.storage.transaction():
-            gone = self._stored(flat) if self.index is not None else []
+            gone = self._stored(flat) if index is not None else []
             self.storage.delete_messages(flat)
-            if gone:
-                self.index.remove(gone)
+            if index is not None and gone:
+                index.remove(gone)
 
     # ----------------------------------------------------------------------------- recall
 
@@ -595,16 +602,16 @@ class Memory:
         _check_optional(vector_search_string, "vector_search_string", check_text)
         date_range, metadata = _split_filter(filter)
         semantic = config.semantic
-        search = semantic is not None and bool(vector_search_string)
-        if search and semantic.mode != "lexical" and self.index is None:
+        search = semantic if vector_search_string else None  # the semantic recall to run, if any
+        if search is not None and search.mode != "lexical" and self.index is None:
             raise ConfigurationError("Semantic recall requires an embedder to be configured.")
-        if search and semantic.scope == "resource" and not resource_id:
+        if search is not None and search.scope == "resource" and not resource_id:
             raise ConfigurationError(RESOURCE_SCOPE_WITHOUT_RESOURCE)
         check_texts(include, "include")
         check_texts(order_by, "order_by")
-        includes = parse_includes(include, default_context=2 if search else 0)
+        includes = parse_includes(include, default_context=2 if search is not None else 0)
         history_off = config.last_messages is False or config.last_messages == 0
-        if history_off and per_page is None and not search and not includes:
+        if history_off and per_page is None and search is None and not includes:
             return RecallResult([], 0, page, 0, False)
         resource_scope = semantic is not None and semantic.scope == "resource"
         effective = per_page if per_page is not None else (0 if history_off else config.last_messages)
@@ -616,16 +623,16 @@ class Memory:
         # The owner is checked with the first read of the history (in the same statement
         # where the storage can), before anything of it is returned.
         check = functools.partial(_owner_is, thread_id, resource_id, resource_scope) if resource_id else None
-        if not search:
+        if search is None or not vector_search_string:
             return read_history(self.storage, query, includes, check)
-        before, after = semantic.range()
-        scope = {"resource_id": resource_id} if semantic.scope == "resource" else {"thread_id": thread_id}
+        before, after = search.range()
+        scope = {"resource_id": resource_id} if search.scope == "resource" and resource_id else {"thread_id": thread_id}
 
         def read(found: dict[str, float], freshness: Any) -> RecallResult:
             hits = [Include(i, before, after) for i in found]
             return read_history(self.storage, query, includes + hits, check, freshness)
 
-        scores, result = read_ranked(semantic, self.storage, self.index, vector_search_string, scope, read)
+        scores, result = read_ranked(search, self.storage, self.index, vector_search_string, scope, read)
         if not scores:
             return result
         shown = {m.id for m in result.messages}
@@ -690,7 +697,8 @@ class Memory:
             load_messages_for_summary, self.recall, check_thread_id(thread_id),
             resource_id=resource_id, last_messages=last_messages,
             max_input_tokens=max_input_tokens, abort_signal=abort_signal)
-        messages = await (self.storage.run_async(load) if self._awaits({}) else asyncio.to_thread(load))
+        storage = self._awaited({})
+        messages = await (storage.run_async(load) if storage is not None else asyncio.to_thread(load))
         return await asummarize_conversation(
             messages, model, instructions=instructions, extract=extract, thread_id=thread_id,
             resource_id=resource_id, request_context=request_context, abort_signal=abort_signal,
@@ -768,9 +776,9 @@ class Memory:
 
     def _retag(self, thread: Thread) -> None:
         """Carry a thread's new metadata to its messages' vectors (in the open transaction)."""
-        if not self._embeds:
-            return
-        self.index.retag(self.storage.thread_messages(thread.id), {thread.id: thread})
+        index = self._embedding
+        if index is not None:
+            index.retag(self.storage.thread_messages(thread.id), {thread.id: thread})
 
     def _thread_rows(self, thread_id: str, resource_id: str | None = None,
                      metadata: Mapping[str, Any] | None = None) -> list[MessageRow]:

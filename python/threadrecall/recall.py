@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 from .config import is_count
 from .errors import InvalidArgumentError
@@ -182,7 +182,8 @@ def thread_rows(storage: Storage, thread_id: str, check_owner: Callable[[str | N
     """
     rows, _ = owned_page(storage, thread_id, check_owner, resource_id=resource_id or None,
                          metadata=metadata or None, descending=False)
-    return sorted(rows, key=_ORDER)
+    # a ColumnRow (PostgreSQL) begins with the fields of a MessageRow
+    return cast(list[MessageRow], sorted(rows, key=_ORDER))
 
 
 def owned_page(storage: Storage, thread_id: str, check_owner: Callable[[str | None], None] | None,
@@ -300,13 +301,14 @@ def _result(window: Sequence[MessageRow], rows: Sequence[MessageRow | ColumnRow]
             per_page: int | bool, has_more: bool, *, newest_first: bool = False) -> RecallResult:
     """The messages of a page (in the order asked of ``page``: ``newest_first`` or oldest
     first, as the storage returns it) and of the window, de-duplicated, oldest first."""
+    ordered: Sequence[MessageRow | ColumnRow]
     if window:
         merged = {r[0]: r for r in rows}
         for r in window:
             merged.setdefault(r[0], r)
         ordered = sorted(merged.values(), key=_ORDER)
     else:
-        ordered = rows[::-1] if newest_first else list(rows)
+        ordered = rows[::-1] if newest_first else rows
     messages: list[Message] = messages_of(ordered)
     return RecallResult(messages, total, page, per_page, has_more)
 

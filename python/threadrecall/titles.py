@@ -130,7 +130,7 @@ class Titler:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, value: Any) -> "Titler | None":
+    def from_config(cls, value: Any) -> Titler | None:
         """From ``MemoryConfig.generate_title``: False, or ``{"model", "instructions"?, "min_messages"?}``."""
         if not value:
             return None

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, overload
 
 from . import _core
 from .errors import InvalidArgumentError, UnsupportedValueError
@@ -45,6 +45,10 @@ def to_utc(value: datetime) -> datetime:
     return value.astimezone(timezone.utc)
 
 
+@overload
+def parse_time(value: datetime | str | int | float) -> datetime: ...
+@overload
+def parse_time(value: None) -> None: ...
 def parse_time(value: datetime | str | int | float | None) -> datetime | None:
     """Accept a datetime, an ISO-8601 string or epoch seconds; return aware UTC (or None)."""
     if value is None:
@@ -81,7 +85,7 @@ class MessageContent:
             object.__setattr__(self, "parts", list(self.parts))
 
     @classmethod
-    def coerce(cls, value: Any) -> "MessageContent":
+    def coerce(cls, value: Any) -> MessageContent:
         """Build content from a ``str``, a ``{"parts": [...], "text"?: ...}`` dict or itself."""
         if isinstance(value, MessageContent):
             return value
@@ -169,7 +173,7 @@ class Message:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Message":
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
         return cls(
             id=data["id"],
             thread_id=data["thread_id"],
@@ -204,7 +208,7 @@ class Thread:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Thread":
+    def from_dict(cls, data: Mapping[str, Any]) -> Thread:
         return cls(
             id=data["id"],
             resource_id=data["resource_id"],
@@ -235,7 +239,7 @@ class Resource:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Resource":
+    def from_dict(cls, data: Mapping[str, Any]) -> Resource:
         return cls(
             id=data["id"],
             working_memory=data.get("working_memory"),
@@ -274,7 +278,7 @@ class RecallResult:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "RecallResult":
+    def from_dict(cls, data: Mapping[str, Any]) -> RecallResult:
         """The inverse of ``to_dict`` (``scores`` may be absent).
 
         >>> r = RecallResult([], 0, 0, 10, False, scores={"m1": 0.5})

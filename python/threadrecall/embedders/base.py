@@ -52,7 +52,11 @@ class Embedder(Protocol, metaclass=_StaticProtocolMeta):
     """
 
     model_id: str
-    dimension: int
+
+    @property
+    def dimension(self) -> int:
+        """The length of the vectors."""
+        ...
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embed ``texts`` into a ``float32`` array of shape ``(len(texts), dimension)``."""
@@ -66,11 +70,11 @@ class Embedder(Protocol, metaclass=_StaticProtocolMeta):
 class EmbedderBase:
     """Shared behaviour: ``aembed`` runs ``embed`` in a worker thread.
 
-    Subclasses set ``model_id`` and ``dimension`` and implement ``embed``.
+    Subclasses set ``model_id`` and ``dimension`` (an attribute or a property) and implement
+    ``embed``.
     """
 
     model_id: str
-    dimension: int
 
     def embed(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -80,7 +84,7 @@ class EmbedderBase:
         return await asyncio.to_thread(self.embed, texts)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model_id={self.model_id!r}, dimension={self.dimension})"
+        return f"{type(self).__name__}(model_id={self.model_id!r}, dimension={getattr(self, 'dimension', None)})"
 
 
 def check_texts(texts: object) -> list[str]:

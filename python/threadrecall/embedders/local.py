@@ -127,7 +127,7 @@ class LocalEmbedder(EmbedderBase):
                 f"LocalEmbedder model must be a directory or a package name, got {model!r}"
             )
         elif Path(model).expanduser().is_dir():
-            self.spec = ModelSpec.from_directory(model, onnx_file=onnx_file, **overrides)
+            self.spec = ModelSpec.from_directory(Path(model), onnx_file=onnx_file, **overrides)
         elif isinstance(model, str) and model.isidentifier():
             self.spec = ModelSpec.from_package(model, onnx_file=onnx_file, **overrides)
         else:
@@ -196,12 +196,12 @@ class LocalEmbedder(EmbedderBase):
         native = pooled[0].shape[1]
         if self.spec.dimension is None:
             self.spec = self.spec.with_overrides(dimension=native)
-        dimension = self.spec.dimension
-        if dimension > native:  # type: ignore[operator]
+        dimension = self.spec.dimension or native
+        if dimension > native:
             raise ConfigurationError(
                 f"{self.model_id} gives {native}-dimensional vectors; dimension={dimension} is larger"
             )
-        out = np.empty((len(items), dimension), dtype=np.float32)  # type: ignore[arg-type]
+        out = np.empty((len(items), dimension), dtype=np.float32)
         for rows, vectors in zip(batches, pooled):
             out[rows] = vectors[:, :dimension]
         return l2_normalize(out) if self.spec.normalize else out

@@ -24,7 +24,7 @@ import importlib.util
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import ConfigurationError, InvalidArgumentError
 
@@ -153,7 +153,7 @@ class ModelSpec:
         return cls.from_directory(folders[0], **overrides)
 
 
-def _is_positive(value: object) -> bool:
+def _is_positive(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 

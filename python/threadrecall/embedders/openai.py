@@ -214,9 +214,8 @@ class OpenAIEmbedder(EmbedderBase):
         """``None`` for a success, else the delay before the next try; raises when giving up."""
         if response is not None and response.is_success:
             return None
-        retryable = (
-            failure is not None or response.status_code == 429 or response.status_code >= 500
-        )  # type: ignore[union-attr]
+        retryable = failure is not None or (
+            response is not None and (response.status_code == 429 or response.status_code >= 500))
         if not retryable:
             raise self._http_error(response, retries=attempt)  # type: ignore[arg-type]
         if attempt >= self.max_retries:

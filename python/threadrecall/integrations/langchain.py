@@ -70,7 +70,7 @@ class ThreadRecallChatMessageHistory(BaseChatMessageHistory):
     >>> history.add_messages([HumanMessage("Hi"), AIMessage("Hello!")])
     >>> history.messages
     [HumanMessage(content='Hi', additional_kwargs={}, response_metadata={}), AIMessage(content='Hello!', additional_kwargs={}, response_metadata={}, tool_calls=[], invalid_tool_calls=[])]
-    """
+    """  # noqa: E501
 
     def __init__(self, memory: Memory, thread_id: str, *, resource_id: str) -> None:
         if not isinstance(resource_id, str) or not resource_id.strip():

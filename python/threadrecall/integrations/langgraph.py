@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import json
 import random
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
     BaseCheckpointSaver,
@@ -139,19 +141,23 @@ class ThreadRecallStore(BaseStore):
         transaction; results in the order of ``ops``."""
         ops = list(ops)
         puts = _last_puts(ops)
-        queries = self._queries(ops)
-        vectors = {q: self.embeddings.embed_query(q) for q in queries}
-        writes = self._embed_puts(puts, self.embeddings.embed_documents if self.embeddings else None)
-        return self._run(ops, vectors, puts, writes)
+        embeddings = self.embeddings
+        if embeddings is None:
+            return self._run(ops, {}, puts, self._embed_puts(puts, None))
+        vectors = {q: embeddings.embed_query(q) for q in self._queries(ops)}
+        return self._run(ops, vectors, puts, self._embed_puts(puts, embeddings.embed_documents))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """The async twin of ``batch``: embeddings through the embedder's async calls."""
         ops = list(ops)
         puts = _last_puts(ops)
+        embeddings = self.embeddings
+        if embeddings is None:
+            return await asyncio.to_thread(self._run, ops, {}, puts, self._embed_puts(puts, None))
         queries = self._queries(ops)
-        vectors = dict(zip(queries, await asyncio.gather(*map(self.embeddings.aembed_query, queries))))
+        vectors = dict(zip(queries, await asyncio.gather(*map(embeddings.aembed_query, queries))))
         texts = [t for op in puts.values() for t in self._texts(op)]
-        embedded = iter(await self.embeddings.aembed_documents(texts) if texts else [])
+        embedded = iter(await embeddings.aembed_documents(texts) if texts else [])
         writes = self._embed_puts(puts, lambda batch: [next(embedded) for _ in batch])
         return await asyncio.to_thread(self._run, ops, vectors, puts, writes)
 
@@ -163,14 +169,14 @@ class ThreadRecallStore(BaseStore):
         if gets:
             found = {m.id: m for m in self.memory.get_messages(
                 [_item_id(op.namespace, op.key) for _, op in gets])}
-            for i, op in gets:
-                message = found.get(_item_id(op.namespace, op.key))
+            for i, get in gets:
+                message = found.get(_item_id(get.namespace, get.key))
                 results[i] = _item(message) if message is not None else None
-        for i, op in enumerate(ops):
-            if isinstance(op, SearchOp):
-                results[i] = self._search(op, vectors.get(op.query) if op.query else None)
-            elif isinstance(op, ListNamespacesOp):
-                results[i] = self._list_namespaces(op)
+        for i, any_op in enumerate(ops):
+            if isinstance(any_op, SearchOp):
+                results[i] = self._search(any_op, vectors.get(any_op.query) if any_op.query else None)
+            elif isinstance(any_op, ListNamespacesOp):
+                results[i] = self._list_namespaces(any_op)
         if puts:
             self._write(puts, writes)
         return results
@@ -202,7 +208,7 @@ class ThreadRecallStore(BaseStore):
             k *= 2
         chosen = list(best.items())[op.offset:need]
         found = {m.id: m for m in self.memory.get_messages([i for i, _ in chosen])}
-        return [_item(found[i], score) for i, score in chosen if i in found]
+        return [_search_item(found[i], score) for i, score in chosen if i in found]
 
     def _scan(self, op: SearchOp, terms: list[dict[str, Any]]) -> list[SearchItem]:
         """Items of the namespaces under the prefix that pass the filter, oldest namespace and
@@ -217,7 +223,7 @@ class ThreadRecallStore(BaseStore):
             if where is not None:
                 keep = _core.matches_vector_filter(where, [_flat(_value(m)) for m in messages])
                 messages = [m for m, ok in zip(messages, keep) if ok]
-            out.extend(_item(m, None) for m in messages)
+            out.extend(_search_item(m, None) for m in messages)
             if len(out) >= need:
                 break
         return out[op.offset:need]
@@ -267,7 +273,7 @@ class ThreadRecallStore(BaseStore):
             self.memory.save_messages([{
                 "id": ids[k], "thread_id": _ns_thread(k[0]), "resource_id": self.resource_id,
                 "role": "user", "type": "langgraph.item",
-                "content": {"parts": [{"type": "data", "value": dict(op.value)}]},
+                "content": {"parts": [{"type": "data", "value": dict(op.value or {})}]},
                 "metadata": {"namespace": list(k[0]), "key": k[1], "updated_at": now,
                              "vectors": len(writes.get(k, ()))},
             } for k, op in kept])
@@ -288,7 +294,7 @@ class ThreadRecallStore(BaseStore):
                writes: Mapping[tuple[tuple[str, ...], str], list[Sequence[float]]]) -> None:
         vids, vectors, metadata = [], [], []
         for k, op in kept:
-            base = {**{f"ns.{i}": part for i, part in enumerate(k[0])}, **_flat(op.value)}
+            base = {**{f"ns.{i}": part for i, part in enumerate(k[0])}, **_flat(op.value or {})}
             for n, vector in enumerate(writes.get(k, ())):
                 vids.append(f"{ids[k]}#{n}")
                 vectors.append(vector)
@@ -312,11 +318,18 @@ def _value(message: Message) -> dict[str, Any]:
     return dict(message.content.parts[0]["value"])
 
 
-def _item(message: Message, score: float | None | bool = False) -> Item:
+def _item(message: Message) -> Item:
+    return Item(**_item_fields(message))
+
+
+def _search_item(message: Message, score: float | None) -> SearchItem:
+    return SearchItem(**_item_fields(message), score=score)
+
+
+def _item_fields(message: Message) -> dict[str, Any]:
     meta = message.metadata
-    fields = dict(value=_value(message), key=meta["key"], namespace=tuple(meta["namespace"]),
-                  created_at=message.created_at, updated_at=parse_time(meta["updated_at"]))
-    return Item(**fields) if score is False else SearchItem(**fields, score=score)
+    return dict(value=_value(message), key=meta["key"], namespace=tuple(meta["namespace"]),
+                created_at=message.created_at, updated_at=parse_time(meta["updated_at"]))
 
 
 def _last_puts(ops: list[Op]) -> dict[tuple[tuple[str, ...], str], PutOp]:
@@ -395,7 +408,7 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
 
     # -- reads
 
-    def get_tuple(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config``, or the thread's latest, with its pending writes."""
         thread_id, ns = _thread_of(config)
         tid = _cp_thread(thread_id, ns)
@@ -406,8 +419,8 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
             found = self.memory.recall(tid, per_page=1, filter={"metadata": {"kind": "checkpoint"}}).messages
         return self._tuple(thread_id, ns, found[0]) if found else None
 
-    def list(self, config: Mapping[str, Any] | None, *, filter: Mapping[str, Any] | None = None,
-             before: Mapping[str, Any] | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+    def list(self, config: RunnableConfig | None, *, filter: Mapping[str, Any] | None = None,
+             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first (by checkpoint id) within each thread and namespace."""
         before_id = get_checkpoint_id(before) if before else None
         only_id = get_checkpoint_id(config) if config else None
@@ -429,7 +442,7 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
                     limit -= 1
                 yield self._tuple(thread_id, ns, message)
 
-    def _threads(self, config: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    def _threads(self, config: RunnableConfig | None) -> builtins.list[tuple[str, str]]:
         if config is not None and config["configurable"].get("checkpoint_ns") is not None:
             return [_thread_of(config)]
         metadata = {"thread_id": str(config["configurable"]["thread_id"])} if config else None
@@ -449,13 +462,13 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
         writes.sort(key=lambda m: writes_sort_key(m.metadata["task_path"], m.metadata["task_id"],
                                                   m.metadata["idx"]))
 
-        def at(checkpoint_id: str) -> dict[str, Any]:
+        def at(checkpoint_id: str) -> RunnableConfig:
             return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                      "checkpoint_id": checkpoint_id}}
 
         return CheckpointTuple(
             config=at(cid),
-            checkpoint={**checkpoint, "channel_values": values},
+            checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
             metadata=self.serde.loads_typed(_typed(part["metadata"])),
             parent_config=at(parent) if parent else None,
             pending_writes=[(w.metadata["task_id"], w.metadata["channel"],
@@ -464,12 +477,12 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
 
     # -- writes
 
-    def put(self, config: Mapping[str, Any], checkpoint: Checkpoint, metadata: CheckpointMetadata,
-            new_versions: ChannelVersions) -> dict[str, Any]:
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
         """Store a checkpoint and the channel values of ``new_versions``, in one transaction."""
         thread_id, ns = _thread_of(config)
         tid = _cp_thread(thread_id, ns)
-        stored = dict(checkpoint)
+        stored: dict[str, Any] = dict(checkpoint)
         values = stored.pop("channel_values", {}) or {}
         parent = config["configurable"].get("checkpoint_id")
         holders = self._holders(thread_id, ns, parent, checkpoint["id"], checkpoint["channel_versions"],
@@ -497,7 +510,7 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                  "checkpoint_id": checkpoint["id"]}}
 
-    def put_writes(self, config: Mapping[str, Any], writes: Sequence[tuple[str, Any]], task_id: str,
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                    task_path: str = "") -> None:
         """Store a task's writes for a checkpoint; a regular write already stored is kept,
         a special one (error, interrupt, ...) replaced."""
@@ -591,22 +604,22 @@ class ThreadRecallSaver(BaseCheckpointSaver[str]):
 
     # -- async twins
 
-    async def aget_tuple(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
 
-    async def alist(self, config: Mapping[str, Any] | None, *, filter: Mapping[str, Any] | None = None,
-                    before: Mapping[str, Any] | None = None,
+    async def alist(self, config: RunnableConfig | None, *, filter: Mapping[str, Any] | None = None,
+                    before: RunnableConfig | None = None,
                     limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
         found = await asyncio.to_thread(
             lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
         for item in found:
             yield item
 
-    async def aput(self, config: Mapping[str, Any], checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                   new_versions: ChannelVersions) -> dict[str, Any]:
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
         return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
 
-    async def aput_writes(self, config: Mapping[str, Any], writes: Sequence[tuple[str, Any]],
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                           task_id: str, task_path: str = "") -> None:
         await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
 

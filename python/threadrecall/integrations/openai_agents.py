@@ -179,7 +179,7 @@ def item_to_message(item: Mapping[str, Any]) -> dict[str, Any]:
     'system'
     >>> item_to_message({"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"})["content"]
     {'parts': [{'type': 'tool-invocation', 'tool_invocation': {'state': 'call', 'tool_call_id': 'c1', 'tool_name': 'f', 'args': {}}}]}
-    """
+    """  # noqa: E501
     envelope = dict(item)
     kind = item.get("type", "message" if "role" in item else None)
     role = "tool" if str(kind).endswith("_output") else "assistant"

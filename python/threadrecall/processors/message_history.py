@@ -65,8 +65,8 @@ class MessageHistory:
             thread_id: the thread to save to (created when missing and ``resource_id`` given).
             resource_id: the owner, given to messages that name none.
         """
-        if not thread_id:
-            return list(messages)
+        if not thread_id:  # returned as given: dicts stay dicts
+            return list(messages)  # type: ignore[arg-type]
         given = [incoming_message(m, thread_id=thread_id, resource_id=resource_id) for m in messages]
         Memory(storage=self.storage).save_messages([m for m in given if m.metadata.get("source") != "memory"])
         return given

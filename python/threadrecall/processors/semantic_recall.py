@@ -84,8 +84,8 @@ class SemanticRecall:
             thread_id: the current thread (``None``: the input is returned as it is).
             resource_id: the owner, whose threads resource scope searches.
         """
-        if not thread_id:
-            return list(messages)
+        if not thread_id:  # returned as given: dicts stay dicts
+            return list(messages)  # type: ignore[arg-type]
         given = [incoming_message(m, thread_id=thread_id, resource_id=resource_id) for m in messages]
         query = _last_user_text(given)
         if not query:
@@ -113,8 +113,8 @@ class SemanticRecall:
             thread_id: their thread (``None``: nothing is indexed).
             resource_id: the owner, given to messages that name none.
         """
-        if not thread_id:
-            return list(messages)
+        if not thread_id:  # returned as given: dicts stay dicts
+            return list(messages)  # type: ignore[arg-type]
         given = [incoming_message(m, thread_id=thread_id, resource_id=resource_id) for m in messages]
         fresh = [m for m in given if m.role != "system" and m.text.strip()
                  and (m.metadata or {}).get("source") != "memory"]
@@ -133,8 +133,7 @@ class SemanticRecall:
 
     def _recall(self, query: str, thread_id: str, resource_id: str | None) -> list[Message]:
         config = self.config
-        use_resource = config.scope == "resource" and resource_id
-        scope = {"resource_id": resource_id} if use_resource else {"thread_id": thread_id}
+        scope = {"resource_id": resource_id} if config.scope == "resource" and resource_id else {"thread_id": thread_id}
         before, after = config.range()
 
         def read(scores: dict[str, float], freshness: Any) -> list[MessageRow]:

@@ -20,9 +20,9 @@ Rules every backend follows:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ..types import Message, Resource, Thread, ThreadPage
 from .rows import MessageRow
@@ -30,7 +30,9 @@ from .rows import MessageRow
 if TYPE_CHECKING:
     from .replica import Replica
 
-__all__ = ["Changes", "Storage"]
+__all__ = ["AsyncStorage", "Changes", "Storage"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -160,4 +162,16 @@ class Storage(Protocol):
 
     def lexical(self) -> Any:
         """The replica's BM25 index (``_core.LexicalIndex``), built on first use."""
+        ...
+
+
+class AsyncStorage(Storage, Protocol):
+    """A storage whose round trips can also be awaited on the running loop (PostgreSQL)."""
+
+    async def run_async(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call ``fn(*args, **kwargs)`` with this storage's round trips awaited."""
+        ...
+
+    def atransaction(self, *, lock: str | None = None) -> AbstractAsyncContextManager[None]:
+        """``transaction()`` for coroutines."""
         ...

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from ..types import IndexStats, QueryResult
 
@@ -59,30 +60,30 @@ class AsyncTwins:
     thread."""
 
 
-    async def acreate_index(self, name: str, dimension: int, metric: str = "cosine") -> None:
+    async def acreate_index(self: VectorStore, name: str, dimension: int, metric: str = "cosine") -> None:
         """The async twin of ``create_index``, with the same parameters."""
         return await asyncio.to_thread(self.create_index, name, dimension, metric)
 
-    async def aupsert(self, name: str, vectors: Any, **kwargs: Any) -> list[str]:
+    async def aupsert(self: VectorStore, name: str, vectors: Any, **kwargs: Any) -> list[str]:
         """The async twin of ``upsert``, with the same parameters."""
         return await asyncio.to_thread(functools.partial(self.upsert, name, vectors, **kwargs))
 
-    async def aquery(self, name: str, vector: Any, **kwargs: Any) -> list[QueryResult]:
+    async def aquery(self: VectorStore, name: str, vector: Any, **kwargs: Any) -> list[QueryResult]:
         """The async twin of ``query``, with the same parameters."""
         return await asyncio.to_thread(functools.partial(self.query, name, vector, **kwargs))
 
-    async def adelete_vectors(self, name: str, **kwargs: Any) -> None:
+    async def adelete_vectors(self: VectorStore, name: str, **kwargs: Any) -> None:
         """The async twin of ``delete_vectors``, with the same parameters."""
         return await asyncio.to_thread(functools.partial(self.delete_vectors, name, **kwargs))
 
-    async def adescribe_index(self, name: str) -> IndexStats:
+    async def adescribe_index(self: VectorStore, name: str) -> IndexStats:
         """The async twin of ``describe_index``, with the same parameters."""
         return await asyncio.to_thread(self.describe_index, name)
 
-    async def alist_indexes(self) -> list[str]:
+    async def alist_indexes(self: VectorStore) -> list[str]:
         """The async twin of ``list_indexes``, with the same parameters."""
         return await asyncio.to_thread(self.list_indexes)
 
-    async def adelete_index(self, name: str) -> None:
+    async def adelete_index(self: VectorStore, name: str) -> None:
         """The async twin of ``delete_index``, with the same parameters."""
         return await asyncio.to_thread(self.delete_index, name)

@@ -46,8 +46,9 @@ import os
 import threading
 import uuid
 import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +70,6 @@ from .backing import database_of, private, rows_for
 from .base import AsyncTwins
 from .linker import Linker, default_threads, weakly
 from .loaded import Loaded, add_stored
-from .rows_duckdb import MIGRATIONS
 
 __all__ = ["HnswVectorStore"]
 
@@ -133,6 +133,12 @@ class HnswVectorStore(AsyncTwins):
             ``None``: no index file, the database is the only copy. Over DuckDB the files
             always lie beside the database.
     """
+
+    # Set by ``__new__``: one store per database, shared by every open of it.
+    _opens: int
+    _handles: list[Any]
+    _db: Any
+    _settings: tuple[Any, ...]
 
     def __new__(cls, storage: Any = None, **settings: Any) -> HnswVectorStore:
         db, handle = database_of(storage)
@@ -363,7 +369,8 @@ class HnswVectorStore(AsyncTwins):
         with self.rows.transaction():
             stored: dict[str, bytes] = {}
             for start in range(0, len(ids), 1_000):
-                stored.update((r[0], bytes(r[2])) for r in self.rows.fetch(name, ids[start:start + 1_000], vectors=True))
+                rows = self.rows.fetch(name, ids[start:start + 1_000], vectors=True)
+                stored.update((r[0], bytes(r[2])) for r in rows)
             keep = [k for k, i in enumerate(ids) if i in stored]
             if not keep:
                 return []

@@ -17,7 +17,8 @@ import os
 import sys
 import threading
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import ConfigurationError
 from .loaded import Loaded

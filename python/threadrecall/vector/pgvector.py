@@ -570,7 +570,7 @@ def _shape(filter: Any) -> Any:
         return ()
     if not isinstance(filter, dict) or len(filter) > 8:
         return None
-    shape = []
+    shape: list[tuple[str, type]] = []
     for key, value in filter.items():
         if not isinstance(key, str) or key.startswith("$") or "\x00" in key or not key.isascii():
             return None

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -98,7 +98,7 @@ def _give_origins(tx: Any) -> None:
         tx.execute("UPDATE vector_indexes SET origin = ? WHERE name = ?", [str(uuid.uuid4()), name])
 
 
-MIGRATIONS = [
+MIGRATIONS: list[str | Callable[[Any], None]] = [
     """CREATE TABLE vector_indexes (
         name TEXT PRIMARY KEY,
         dimension INTEGER NOT NULL,

@@ -31,11 +31,11 @@ from __future__ import annotations
 import base64
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -92,7 +92,8 @@ CREATE = """INSERT INTO {s}.hnsw_indexes (name, dimension, metric, origin)
             ON CONFLICT (name) DO NOTHING RETURNING dimension"""
 WRITE = """
     INSERT INTO {s}.hnsw_rows (index_name, id, vector, metadata)
-    SELECT %(name)s, i.id, substring(%(vectors)b::bytea FROM ((i.n - 1) * %(width)s + 1)::int FOR %(width)s::int), i.metadata
+    SELECT %(name)s, i.id,
+           substring(%(vectors)b::bytea FROM ((i.n - 1) * %(width)s + 1)::int FOR %(width)s::int), i.metadata
     FROM unnest(%(ids)b::text[], %(texts)b::text[]) WITH ORDINALITY AS i(id, metadata, n)
     ON CONFLICT (index_name, id) DO UPDATE SET vector = excluded.vector, metadata = excluded.metadata
 """
@@ -204,8 +205,8 @@ class PostgresRows:
 
     def count(self, name: str) -> int:
         with self._conn() as conn:
-            (count,) = conn.execute(f"SELECT count(*) FROM {self._ident}.hnsw_rows WHERE index_name = %s",
-                                    [name]).fetchone()
+            ((count,),) = conn.execute(f"SELECT count(*) FROM {self._ident}.hnsw_rows WHERE index_name = %s",
+                                       [name]).fetchall()
         return count
 
     def create(self, name: str, dimension: int, metric: str) -> int | None:

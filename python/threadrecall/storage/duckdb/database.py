@@ -105,7 +105,7 @@ class Database:
         self._lock = threading.RLock()
         self._local = threading.local()
         self._depth = 0
-        self._pending: list[Callable[[], None]] = []
+        self._pending: list[Callable[[], object]] = []
         self._scratch: dict[str, Any] = {}
         self._writer: _Writer | None = None
         self._write_cursor: duckdb.DuckDBPyConnection | None = None  # one for every transaction: a new one costs
@@ -406,7 +406,7 @@ class Database:
             else:
                 job.finish(result=result)
 
-    def on_commit(self, callback: Callable[[], None]) -> None:
+    def on_commit(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` after the current transaction commits (now if none is open)."""
         with self._lock:
             if self._depth:

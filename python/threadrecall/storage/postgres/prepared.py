@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg import errors
+from psycopg import abc, errors
 from psycopg.adapt import Transformer
 from psycopg.pq import DiagnosticField, ExecStatus, Format
 
 __all__ = ["Named", "named_statement", "run_named", "text_values"]
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
-_UNKNOWN_STATEMENT = errors.InvalidSqlStatementName.sqlstate.encode()
-_DUPLICATE_STATEMENT = errors.DuplicatePreparedStatement.sqlstate.encode()
+_UNKNOWN_STATEMENT = str(errors.InvalidSqlStatementName.sqlstate).encode()
+_DUPLICATE_STATEMENT = str(errors.DuplicatePreparedStatement.sqlstate).encode()
 
 
 @dataclass
@@ -37,7 +37,7 @@ class Named:
     prepares statements (``prepare_threshold=None`` turns that off, as for a pooler in
     transaction mode)."""
 
-    loader: Transformer
+    loader: abc.Transformer
     usable: bool
     names: set[bytes] = field(default_factory=set)
 
@@ -124,7 +124,8 @@ def run_named(conn: psycopg.Connection, named: Named, query: str,
             if made.status != ExecStatus.COMMAND_OK and _sqlstate(made) != _DUPLICATE_STATEMENT:
                 raise _error(made)
             named.names.add(name)
-        result = pgconn.exec_prepared(name, values, result_format=Format.BINARY)
+        # None is a NULL parameter to libpq (psycopg's own calls pass it), which its stubs omit
+        result = pgconn.exec_prepared(name, values, result_format=Format.BINARY)  # type: ignore[arg-type]
         if result.status == ExecStatus.TUPLES_OK:
             loader = named.loader
             loader.set_pgresult(result)

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import psycopg
 from psycopg import errors, sql
@@ -40,8 +40,7 @@ from .async_pools import LoopPools, fetch
 from .containment import filter_value
 from .prepared import Named, named_statement, run_named, text_values
 from .schema import migrate, quoted_schema
-from .values import (as_stored, checked_count, json_text, message_params, thread_of,
-                     thread_params, utc_now)
+from .values import as_stored, checked_count, json_text, message_params, thread_of, thread_params, utc_now
 
 __all__ = ["PostgresStorage"]
 
@@ -101,14 +100,19 @@ class PostgresStorage:
         self._writes = 0
         name = f"threadrecall.{schema}"
         given_async = dsn_or_pool if isinstance(dsn_or_pool, AsyncConnectionPool) else None
+        conninfo: str
+        kwargs: dict[str, Any]
         if isinstance(dsn_or_pool, ConnectionPool):
             self._pool, self._owns_pool = dsn_or_pool, False
-            conninfo, kwargs = dsn_or_pool.conninfo, dsn_or_pool.kwargs
+            # a pool's conninfo and kwargs may be callables to psycopg; a given pool here has them as values
+            conninfo, kwargs = cast(str, dsn_or_pool.conninfo), cast(dict[str, Any], dsn_or_pool.kwargs or {})
             with self._pool.connection() as conn:
                 self._prepare(conn)
         else:
-            conninfo, kwargs = ((given_async.conninfo, given_async.kwargs) if given_async is not None
-                                else (dsn_or_pool, {}))
+            if given_async is not None:
+                conninfo, kwargs = cast(str, given_async.conninfo), cast(dict[str, Any], given_async.kwargs or {})
+            else:
+                conninfo, kwargs = cast(str, dsn_or_pool), {}
             with psycopg.connect(conninfo, **{**kwargs, "autocommit": True}) as conn:
                 self._prepare(conn)
             self._pool = ConnectionPool(conninfo, min_size=1, max_size=max_connections,
@@ -231,6 +235,7 @@ class PostgresStorage:
         # In pipeline mode BEGIN travels with the first statement and the feed entry with
         # COMMIT: a transaction costs no round trip of its own. Awaited (inside run_async),
         # the same steps run on an async connection.
+        connection: Any  # awaited, an async connection used through ``synced`` as a blocking one
         if loop_bridge.awaiting():
             synced = loop_bridge.entered
             connection = synced(loop_bridge.wait(self._apools.pool()).connection())
@@ -762,7 +767,7 @@ class PostgresStorage:
             return _execute(conn, query, params, rows=rows)
 
     def _rows(self, query: str, params: Mapping[str, Any]) -> list[MessageRow]:
-        return self._fetch(query, params)  # type: ignore[return-value]  (selected as MessageRow)
+        return self._fetch(query, params)  # type: ignore[return-value]  # selected as MessageRow
 
 
 def _execute(conn: psycopg.Connection | psycopg.AsyncConnection, query: str,
