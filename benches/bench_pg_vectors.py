@@ -266,6 +266,8 @@ def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_call
               "ef_construction": ef_construction or HnswVectorStore.__init__.__kwdefaults__["ef_construction"],
               "stores": list(stores),
               "opened_s": opened, "answered_s": answered, "select1_p50": percentile(floor, 50), "select1_p95": percentile(floor, 95),
+              "server": {name: direct.execute(f"SHOW {name}").fetchone()[0]
+                         for name in ("shared_buffers", "effective_cache_size")},
               "rows": []}
     def timed(suffix: str) -> None:
         for scope in ("thread", "resource"):
@@ -353,6 +355,8 @@ def report() -> None:
                   f"({run['size'] // 100:,} each); {run['calls']:,} calls per scope and store, recall@10 over "
                   f"{run['recall_queries']} of them. One round trip (`SELECT 1`): p50 {run['select1_p50']:.3f} ms, "
                   f"p95 {run['select1_p95']:.3f} ms."
+                  + (" Server: " + ", ".join(f"{k} {v}" for k, v in run["server"].items()) + "."
+                     if "server" in run else "")
                   + (f" Stores measured in this run: {', '.join(run['stores'])}." if "stores" in run else "")
                   + (" The HNSW stores built with "
                      f"m 16, ef_construction {run['ef_construction']} (pgvector's: m 16, ef_construction 64)."
