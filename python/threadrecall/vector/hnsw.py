@@ -878,6 +878,7 @@ class HnswVectorStore(AsyncTwins):
         """Replay what was written after the index's generation (everything, for a new one)."""
         loaded.apply(name, self.rows.changes(name, loaded.generation, loaded.index.dim, loaded.origin))
 
+
 def _unlink_files(path: Path) -> None:
     """Delete an index file and the vectors file beside it."""
     path.unlink(missing_ok=True)

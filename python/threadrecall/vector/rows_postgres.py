@@ -320,7 +320,6 @@ class PostgresRows:
 
     # ---- index files ----
 
-
     @property
     def in_memory(self) -> bool:
         return self._cache is None
