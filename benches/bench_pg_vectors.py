@@ -31,6 +31,7 @@ counts when its exact score reaches the exact 10th score, so ties are not misses
 
     python benches/bench_pg_vectors.py --size 100000
     python benches/bench_pg_vectors.py --size 1000000
+    python benches/bench_pg_vectors.py --size 100000 --dim 128 --topic billing   # other data, a filter
     python benches/bench_pg_vectors.py --report     # results/pg_vectors.md from every size run
 
 Without ``THREADRECALL_TEST_PG_DSN`` a throwaway server is started (``tests/postgres_server``).
@@ -72,6 +73,7 @@ from threadrecall.vector import HnswVectorStore, PgVector  # noqa: E402
 
 THREADS = 10_000
 RESOURCES = 100
+DIM = 384  # of the HashEmbedder, unless --dim
 BATCH = 10_000
 QUERIES = [f"what did we say about {t} and item {i}" for t in ("billing", "support", "travel", "books", "food")
            for i in range(0, 1000, 25)]
@@ -93,12 +95,12 @@ def calls(threads: int, n: int, seed: int) -> list[tuple[str, str, str]]:
 
 
 def load(size: int, threads: int, folder: Path, dsn: str, schema: str, stores: list[str],
-         ef_construction: int | None, pgvector_hnsw: bool = True) -> dict[str, float]:
+         ef_construction: int | None, pgvector_hnsw: bool = True, dim: int = DIM) -> dict[str, float]:
     """Every store gets the same messages and vectors; returns the seconds each part took."""
     import psycopg
 
     took: dict[str, float] = {}
-    embedder = HashEmbedder(dim=384)
+    embedder = HashEmbedder(dim=dim)
     with_duck = STORES[0] in stores
     with_cache = STORES[1] in stores  # else the messages only, without the cache's vector rows
     graph = {} if ef_construction is None else {"ef_construction": ef_construction}
@@ -124,7 +126,7 @@ def load(size: int, threads: int, folder: Path, dsn: str, schema: str, stores: l
             storage.save_threads(thread_list)
     pg_label = "postgres_hnsw" if with_cache else "postgres_messages"
     took.update(embed=0.0, **({"duckdb": 0.0} if with_duck else {}), **{pg_label: 0.0}, pgvector_copy=0.0)
-    truth = np.zeros((size, 384), np.float32)
+    truth = np.zeros((size, dim), np.float32)
     rows = conversation(size, threads=threads, resources=RESOURCES)
     done = 0
     copy = psycopg.sql.SQL("COPY {} (id, embedding, metadata) FROM STDIN WITH (FORMAT binary)").format(table)
@@ -191,10 +193,14 @@ def _binary_rows(ids: list[str], vectors: np.ndarray, texts: list[str]) -> bytes
 
 
 def recall_at_10(search, truth, members_of, work, scope: str, embed) -> float:
-    total = 0.0
+    """Over the calls whose scope holds any vector (with ``--topic``, a thread may hold none)."""
+    total, counted = 0.0, 0
     for thread_id, resource_id, query in work:
         q = embed(query)
         key = thread_id if scope == "thread" else resource_id
+        if key not in members_of:
+            continue
+        counted += 1
         rows = members_of[key]
         scores = truth[rows] @ (q / np.linalg.norm(q))
         k = min(10, len(scores))
@@ -202,19 +208,22 @@ def recall_at_10(search, truth, members_of, work, scope: str, embed) -> float:
         score_of = dict(zip(rows, scores))
         got = search(key, q)
         total += sum(1 for row in got if score_of.get(row, -2.0) >= tenth - 1e-5) / k
-    return total / len(work)
+    return total / counted
 
 
 def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_calls: int,
             n_recall: int, chosen: list[str], ef_construction: int | None,
-            loaded: Callable[[], None] = lambda: None, while_linking: bool = False) -> dict:
+            loaded: Callable[[], None] = lambda: None, while_linking: bool = False,
+            dim: int = DIM, topic: str | None = None) -> dict:
     """Time each store; ``loaded`` returns once the load is complete (the HNSW stores may open,
     and the PostgreSQL cache be rebuilt from its rows, while pgvector's index is still built).
     ``while_linking``: time the HNSW stores as their first search left them (a rebuilt cache's
-    graph still linking in the background), without waiting for the link."""
+    graph still linking in the background), without waiting for the link. ``topic``: every
+    call also filters on the messages' ``topic`` (semantic recall's ``filter``)."""
     import psycopg
 
-    embedder = HashEmbedder(dim=384)
+    embedder = HashEmbedder(dim=dim)
+    also = {"topic": topic} if topic else {}
     graph = {} if ef_construction is None else {"ef_construction": ef_construction}
     pg = PostgresStorage(dsn, schema=schema)
     stores = {}
@@ -256,14 +265,17 @@ def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_call
     truth = np.ascontiguousarray(truth)
     row_of = {f"m{i}#0": i for i in range(size)}
     members = {}
-    for i in range(size):
-        t = i % threads
-        members.setdefault(f"t{t}", []).append(i)
-        members.setdefault(f"r{t % RESOURCES}", []).append(i)
+    rows = conversation(size, threads=threads, resources=RESOURCES)
+    for i, row in enumerate(rows):
+        if topic and row["metadata"]["topic"] != topic:
+            continue
+        members.setdefault(row["thread_id"], []).append(i)
+        members.setdefault(row["resource_id"], []).append(i)
     members = {k: np.asarray(v) for k, v in members.items()}
 
     result = {"size": size, "threads": threads, "calls": n_calls, "recall_queries": n_recall,
               "ef_construction": ef_construction or HnswVectorStore.__init__.__kwdefaults__["ef_construction"],
+              "dim": dim, "topic": topic,
               "stores": list(stores),
               "opened_s": opened, "answered_s": answered, "select1_p50": percentile(floor, 50), "select1_p95": percentile(floor, 95),
               "server": {name: direct.execute(f"SHOW {name}").fetchone()[0]
@@ -273,12 +285,14 @@ def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_call
         for scope in ("thread", "resource"):
             key = f"{scope}_id"
             work = calls(threads, n_calls, seed=11 if scope == "thread" else 12)
-            config = {"semantic_recall": {"scope": scope}}
+            config = {"semantic_recall": {"scope": scope, **({"filter": also} if also else {})}}
             statement = (f"SELECT id FROM {table} WHERE metadata -> '{key}' = %s::jsonb "
-                         "ORDER BY embedding <#> %s::vector LIMIT 10")
+                         + ("AND metadata -> 'topic' = %s::jsonb " if topic else "")
+                         + "ORDER BY embedding <#> %s::vector LIMIT 10")
 
             def sql(value, q, statement=statement):
-                return [r[0] for r in direct.execute(statement, [json.dumps(value), str(q.tolist())], prepare=False)]
+                params = [json.dumps(value), *([json.dumps(topic)] if topic else []), str(q.tolist())]
+                return [r[0] for r in direct.execute(statement, params, prepare=False)]
 
             times: dict[str, list[float]] = {}
             for rep in range(2):  # a warm-up round, then the timed one
@@ -290,7 +304,8 @@ def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_call
                                       thread_config=config)
                         recall_ms = (time.perf_counter() - started) * 1000
                         started = time.perf_counter()
-                        memory.vector.search_ids(memory.index.name, qvec[query], top_k=10, filter={key: value})
+                        memory.vector.search_ids(memory.index.name, qvec[query], top_k=10,
+                                                 filter={key: value, **also})
                         search_ms = (time.perf_counter() - started) * 1000
                         if rep:
                             times.setdefault(f"{name}|recall", []).append(recall_ms)
@@ -302,7 +317,7 @@ def measure(size: int, threads: int, folder: Path, dsn: str, schema: str, n_call
             quality_work = work[:n_recall]
             for name, memory in stores.items():
                 def search(value, q, memory=memory):
-                    hits = memory.vector.search_ids(memory.index.name, q, top_k=10, filter={key: value})
+                    hits = memory.vector.search_ids(memory.index.name, q, top_k=10, filter={key: value, **also})
                     return [row_of[i] for i, _ in hits]
                 quality = recall_at_10(search, truth, members, quality_work, scope, lambda s: qvec[s])
                 row = {"scope": scope, "store": name + suffix, "quality": quality,
@@ -357,6 +372,9 @@ def report() -> None:
                   f"p95 {run['select1_p95']:.3f} ms."
                   + (" Server: " + ", ".join(f"{k} {v}" for k, v in run["server"].items()) + "."
                      if "server" in run else "")
+                  + (f" Vectors of {run['dim']} dimensions." if run.get("dim", DIM) != DIM else "")
+                  + (f" Every call also filters on `{{\"topic\": \"{run['topic']}\"}}` (semantic recall's "
+                     "`filter`; a fifth of each scope)." if run.get("topic") else "")
                   + (f" Stores measured in this run: {', '.join(run['stores'])}." if "stores" in run else "")
                   + (" The HNSW stores built with "
                      f"m 16, ef_construction {run['ef_construction']} (pgvector's: m 16, ef_construction 64)."
@@ -421,6 +439,9 @@ def main() -> None:
     parser.add_argument("--while-linking", action="store_true",
                         help="time the HNSW stores right after their first search, a rebuilt cache still linking "
                              "in the background (not waiting for the link)")
+    parser.add_argument("--dim", type=int, default=DIM, help="the HashEmbedder's dimension (a load's)")
+    parser.add_argument("--topic", default=None,
+                        help="also filter every call on the messages' topic (billing, support, travel, books, food)")
     parser.add_argument("--tag", default="", help="a suffix for this run's results file (e.g. the code measured)")
     parser.add_argument("--serve", action="store_true",
                         help="start a server with this bench's settings, print its DSN, run until interrupted")
@@ -460,7 +481,8 @@ def main() -> None:
         size = args.size
         state = {"size": size, "threads": min(THREADS, size // 10), "schema": f"bench_{uuid.uuid4().hex[:12]}",
                  "stores": [s for s in STORES if s in args.stores.split(",") or s == STORES[2]],
-                 "ef_construction": args.ef_construction, "pgvector_hnsw": not args.no_pgvector_hnsw}
+                 "ef_construction": args.ef_construction, "pgvector_hnsw": not args.no_pgvector_hnsw,
+                 "dim": args.dim}
         folder = Path(tempfile.mkdtemp(prefix="bench_pg_vectors_"))
     chosen = [s for s in state.get("stores", list(STORES)) if s in args.stores.split(",")]
     # The stores outlive a run that measures only some of them (another measures the rest).
@@ -472,7 +494,8 @@ def main() -> None:
             print(f"loading {state['size']:,} messages into {folder} and schema {state['schema']}", flush=True)
             (folder / "loading.json").write_text(json.dumps(state))
             state["load_s"] = load(state["size"], state["threads"], folder, dsn, state["schema"],
-                                   state["stores"], state["ef_construction"], state["pgvector_hnsw"])
+                                   state["stores"], state["ef_construction"], state["pgvector_hnsw"],
+                                   state["dim"])
             print(f"  load: {state['load_s']}", flush=True)
             (folder / "state.json").write_text(json.dumps(state))
         if args.load_only:
@@ -484,7 +507,8 @@ def main() -> None:
                 time.sleep(5)
 
         result = measure(state["size"], state["threads"], folder, dsn, state["schema"], args.calls,
-                         args.recall_queries, chosen, state.get("ef_construction"), loaded, args.while_linking)
+                         args.recall_queries, chosen, state.get("ef_construction"), loaded, args.while_linking,
+                         state.get("dim", DIM), args.topic)
         state = json.loads((folder / "state.json").read_text())
         result["opened_beside_load"] = beside
         result["pgvector_hnsw"] = state.get("pgvector_hnsw", True)
