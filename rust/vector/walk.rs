@@ -29,6 +29,33 @@ impl PartialOrd for Near {
     }
 }
 
+/// A [`Near`] in one integer that orders as it does (by distance, then slot), so the walk's
+/// heaps compare with one instruction: the distance's bits made to sort as unsigned (the
+/// order of `f32::total_cmp`) above the slot.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Packed(u64);
+
+impl From<Near> for Packed {
+    #[inline]
+    fn from(n: Near) -> Packed {
+        let bits = n.dist.to_bits();
+        let ordered = if bits >> 31 == 1 { !bits } else { bits | 1 << 31 };
+        Packed((ordered as u64) << 32 | n.slot as u64)
+    }
+}
+
+impl Packed {
+    #[inline]
+    fn near(self) -> Near {
+        let ordered = (self.0 >> 32) as u32;
+        let bits = if ordered >> 31 == 1 { ordered & !(1 << 31) } else { !ordered };
+        Near {
+            dist: f32::from_bits(bits),
+            slot: self.0 as u32,
+        }
+    }
+}
+
 /// Marks slots seen by one search; a new generation clears it in O(1).
 #[derive(Default)]
 pub(crate) struct Visited {
@@ -188,14 +215,14 @@ impl Graph {
         visited: &mut Visited,
         collect: F,
     ) -> Vec<Near> {
-        let mut candidates: BinaryHeap<Reverse<Near>> = BinaryHeap::with_capacity(ef * 2);
-        let mut results: BinaryHeap<Near> = BinaryHeap::with_capacity(ef + 1);
+        let mut candidates: BinaryHeap<Reverse<Packed>> = BinaryHeap::with_capacity(ef * 2);
+        let mut results: BinaryHeap<Packed> = BinaryHeap::with_capacity(ef + 1);
         let mut fresh: Vec<u32> = Vec::with_capacity(self.links.m0());
         for &e in entry {
             if visited.first_visit(e.slot) {
-                candidates.push(Reverse(e));
+                candidates.push(Reverse(Packed::from(e)));
                 if collect(e.slot) {
-                    results.push(e);
+                    results.push(Packed::from(e));
                 }
             }
         }
@@ -203,8 +230,9 @@ impl Graph {
             results.pop();
         }
         while let Some(Reverse(c)) = candidates.pop() {
+            let c = c.near();
             let bound = if results.len() >= ef {
-                results.peek().map_or(f32::INFINITY, |w| w.dist)
+                results.peek().map_or(f32::INFINITY, |w| w.near().dist)
             } else {
                 f32::INFINITY
             };
@@ -212,7 +240,7 @@ impl Graph {
                 break;
             }
             if let Some(Reverse(next)) = candidates.peek() {
-                prefetch(self.links.block(next.slot, level));
+                prefetch(self.links.block(next.near().slot, level));
             }
             // Mark the unseen neighbours, start loading their vectors, then measure them.
             fresh.clear();
@@ -228,12 +256,12 @@ impl Graph {
                 let d = self.approx(q, n);
                 let full = results.len() >= ef;
                 let worst = if full {
-                    results.peek().map_or(f32::INFINITY, |w| w.dist)
+                    results.peek().map_or(f32::INFINITY, |w| w.near().dist)
                 } else {
                     f32::INFINITY
                 };
                 if d < worst {
-                    let near = Near { dist: d, slot: n };
+                    let near = Packed::from(Near { dist: d, slot: n });
                     candidates.push(Reverse(near));
                     if collect(n) {
                         results.push(near);
@@ -244,7 +272,11 @@ impl Graph {
                 }
             }
         }
-        results.into_sorted_vec()
+        results
+            .into_sorted_vec()
+            .into_iter()
+            .map(Packed::near)
+            .collect()
     }
 
     /// The `k` nearest live slots allowed by `allow`, nearest first, with graph distances.
@@ -274,8 +306,39 @@ impl Graph {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
+    use super::{Near, Packed};
     use crate::distance::Metric;
     use crate::vector::graph::tests::{build, clustered, exact, prepared};
+
+    fn near(bits: u32, slot: u32) -> Near {
+        Near {
+            dist: f32::from_bits(bits),
+            slot,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn packed_nears_order_and_round_trip_as_nears(a in any::<(u32, u32)>(), b in any::<(u32, u32)>()) {
+            let (x, y) = (near(a.0, a.1), near(b.0, b.1));
+            prop_assert_eq!(Packed::from(x).cmp(&Packed::from(y)), x.cmp(&y));
+            let back = Packed::from(x).near();
+            prop_assert_eq!((back.dist.to_bits(), back.slot), (a.0, a.1));
+        }
+    }
+
+    #[test]
+    fn packed_nears_order_signed_zeros_infinities_and_nans_as_total_cmp() {
+        let dists = [f32::NEG_INFINITY, -1.0, -0.0, 0.0, 1e-30, 2.5, f32::INFINITY, f32::NAN, -f32::NAN];
+        for &x in &dists {
+            for &y in &dists {
+                let (a, b) = (Near { dist: x, slot: 7 }, Near { dist: y, slot: 3 });
+                assert_eq!(Packed::from(a).cmp(&Packed::from(b)), a.cmp(&b), "{x} against {y}");
+            }
+        }
+    }
 
     #[test]
     fn recall_at_10_is_at_least_095_on_clustered_data() {
