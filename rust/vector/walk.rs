@@ -39,7 +39,11 @@ impl From<Near> for Packed {
     #[inline]
     fn from(n: Near) -> Packed {
         let bits = n.dist.to_bits();
-        let ordered = if bits >> 31 == 1 { !bits } else { bits | 1 << 31 };
+        let ordered = if bits >> 31 == 1 {
+            !bits
+        } else {
+            bits | 1 << 31
+        };
         Packed((ordered as u64) << 32 | n.slot as u64)
     }
 }
@@ -48,7 +52,11 @@ impl Packed {
     #[inline]
     fn near(self) -> Near {
         let ordered = (self.0 >> 32) as u32;
-        let bits = if ordered >> 31 == 1 { ordered & !(1 << 31) } else { !ordered };
+        let bits = if ordered >> 31 == 1 {
+            ordered & !(1 << 31)
+        } else {
+            !ordered
+        };
         Near {
             dist: f32::from_bits(bits),
             slot: self.0 as u32,
@@ -331,11 +339,25 @@ mod tests {
 
     #[test]
     fn packed_nears_order_signed_zeros_infinities_and_nans_as_total_cmp() {
-        let dists = [f32::NEG_INFINITY, -1.0, -0.0, 0.0, 1e-30, 2.5, f32::INFINITY, f32::NAN, -f32::NAN];
+        let dists = [
+            f32::NEG_INFINITY,
+            -1.0,
+            -0.0,
+            0.0,
+            1e-30,
+            2.5,
+            f32::INFINITY,
+            f32::NAN,
+            -f32::NAN,
+        ];
         for &x in &dists {
             for &y in &dists {
                 let (a, b) = (Near { dist: x, slot: 7 }, Near { dist: y, slot: 3 });
-                assert_eq!(Packed::from(a).cmp(&Packed::from(b)), a.cmp(&b), "{x} against {y}");
+                assert_eq!(
+                    Packed::from(a).cmp(&Packed::from(b)),
+                    a.cmp(&b),
+                    "{x} against {y}"
+                );
             }
         }
     }
