@@ -20,7 +20,7 @@ test: install
 
 lint: install
 	cargo fmt --check
-	cargo clippy --release --all-targets -q -- -D warnings
+	cargo clippy --release --all-targets --features python -q -- -D warnings
 	$(VENV)/bin/ruff check python
 	$(VENV)/bin/mypy python/threadrecall
 	$(PY) -m mypy.stubtest threadrecall._core

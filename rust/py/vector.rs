@@ -338,7 +338,7 @@ impl PyVectorIndex {
                 Some((from, to)) => set_attr(
                     &obj,
                     keys[2],
-                    &PyBytes::new(py, joined[from..to].as_bytes()),
+                    &PyBytes::new(py, &joined.as_bytes()[from..to]),
                 )?,
                 None => missing.push(id),
             }
