@@ -48,7 +48,7 @@ pub fn load(path: &Path) -> Result<(VectorIndex, u64, Box<str>)> {
     drop(file);
     let codes = std::mem::take(&mut state.codes);
     let backing = Backing::open(&vectors_path(path), params.dim, vectors, &origin, slots)?;
-    let originals = Originals::over(params.dim, backing, std::mem::take(&mut state.sums));
+    let originals = Originals::over(params.dim, backing, std::mem::take(&mut state.sums))?;
     check_rows(&originals, last_first)?;
     let records = std::mem::take(&mut state.records);
     // The slot lists are built beside the rest (they need only the records and tombstones).

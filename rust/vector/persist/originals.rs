@@ -4,8 +4,12 @@
 //! to re-rank what a search found (a few dozen per query) and to compact the graph. So they
 //! live in a file of fixed-width rows — row `s` is slot `s`'s vector, little-endian f32 —
 //! read with positioned reads. Rows are written once and never change: a new slot appends a
-//! row, a compaction writes a new file. The newest rows wait in a small in-memory tail and
-//! are written out a few megabytes at a time.
+//! row, a compaction writes a new file. The newest rows wait in memory and are written out a
+//! few megabytes at a time.
+//!
+//! A small index keeps a copy of every row in memory as well ([`HELD_BYTES`] at most): a
+//! positioned read costs about a microsecond and a re-rank makes a dozen, a large share of a
+//! search when the graph is small, while a few megabytes of floats cost little.
 //!
 //! Reads go through the page cache, not a memory mapping: a mapping would add every page a
 //! re-rank touches (and the kernel's fault-around neighbours) to the process's resident set,
@@ -33,8 +37,14 @@ const MAGIC: &[u8; 8] = b"TRVECS\x00\x01";
 const VERSION: u32 = 1;
 /// Rows start here: one page, so they stay page-aligned.
 pub const HEADER_LEN: u64 = 4096;
-/// The in-memory tail is written out once it holds this many bytes.
+/// The rows not yet in the file are written out once they take this many bytes.
 const SPILL_BYTES: usize = 4 << 20;
+/// Every row stays in memory too while all of them take at most this many bytes.
+#[cfg(not(test))]
+pub const HELD_BYTES: usize = 16 << 20;
+/// Small in tests, so that their indexes read rows from the file as large ones do.
+#[cfg(test)]
+pub const HELD_BYTES: usize = 32 << 10;
 
 thread_local! {
     /// The row a positioned read lands in.
@@ -52,11 +62,14 @@ pub(crate) struct Backing {
     rows: usize,
 }
 
-/// The float vectors by slot: rows in a file, the newest few in memory.
+/// The float vectors by slot: rows in a file, the newest (or, while they are few, all of
+/// them) in memory.
 pub struct Originals {
     dim: usize,
     backing: Option<Backing>,
-    tail: Vec<f32>,
+    /// Rows `first..` in memory: every row the file lacks, and every row while they are few.
+    memory: Vec<f32>,
+    first: usize,
     /// Per row, a checksum of its bytes: the index file keeps them, and a load checks rows
     /// of the vectors file against them.
     pub(crate) sums: Vec<u32>,
@@ -67,14 +80,15 @@ impl Originals {
         Originals {
             dim,
             backing: None,
-            tail: Vec::new(),
+            memory: Vec::new(),
+            first: 0,
             sums: Vec::new(),
         }
     }
 
     /// Rows held, in the file and in memory.
     pub fn len(&self) -> usize {
-        self.stored() + self.tail.len() / self.dim.max(1)
+        self.first + self.memory.len() / self.dim.max(1)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -90,39 +104,68 @@ impl Originals {
         self.backing.as_ref()
     }
 
-    /// Bytes of float vectors held in memory (the tail not yet written out).
+    /// Bytes of float vectors held in memory.
     pub fn memory_bytes(&self) -> usize {
-        (self.tail.capacity() + self.sums.capacity()) * 4
+        (self.memory.capacity() + self.sums.capacity()) * 4
     }
 
-    /// Appends a row (already prepared); writes the tail out once it is large enough. If
-    /// that write fails (a full disk), the rows stay in memory and the next one retries.
+    /// Rows readable from memory.
+    #[cfg(test)]
+    pub(crate) fn in_memory(&self) -> usize {
+        self.len() - self.first
+    }
+
+    /// Whether `rows` rows are few enough to keep in memory as well.
+    fn held(&self, rows: usize) -> bool {
+        rows * self.dim * 4 <= HELD_BYTES
+    }
+
+    /// The rows the file lacks.
+    fn unwritten(&self) -> &[f32] {
+        &self.memory[(self.stored() - self.first) * self.dim..]
+    }
+
+    /// Appends a row (already prepared); writes the rows the file lacks out once they are
+    /// many enough. If that write fails (a full disk), the rows stay in memory and the next
+    /// one retries.
     pub fn push(&mut self, row: &[f32]) {
         self.sums.push(row_sum(row));
-        self.tail.extend_from_slice(row);
-        if self.tail.len() * 4 >= SPILL_BYTES {
+        self.memory.extend_from_slice(row);
+        if self.unwritten().len() * 4 >= SPILL_BYTES {
             let _ = self.spill();
         }
     }
 
-    /// Writes the in-memory tail to the file (an unlinked temporary one if there is none).
+    /// Writes the rows the file lacks (to an unlinked temporary file if there is none), and
+    /// keeps them in memory only while every row is kept there.
     pub fn spill(&mut self) -> Result<()> {
-        if self.tail.is_empty() {
+        if self.unwritten().is_empty() {
             return Ok(());
         }
         if self.backing.is_none() {
             self.backing = Some(Backing::temporary(self.dim)?);
         }
-        let dim = self.dim;
-        let Some(b) = self.backing.as_mut() else {
+        let (dim, len) = (self.dim, self.len());
+        let Some(b) = self.backing.as_ref() else {
             return Ok(());
         };
-        write_rows(&b.file, dim, b.rows, &self.tail)
+        write_rows(&b.file, dim, b.rows, self.unwritten())
             .map_err(|e| io("write", b.path.as_deref(), e))?;
-        b.rows += self.tail.len() / dim;
-        self.tail.clear();
-        self.tail.shrink_to(SPILL_BYTES / 4);
+        if let Some(b) = self.backing.as_mut() {
+            b.rows = len;
+        }
+        self.keep_if_held();
         Ok(())
+    }
+
+    /// Drops the rows in memory that the file holds, unless every row is few enough to keep.
+    fn keep_if_held(&mut self) {
+        if !self.held(self.len()) {
+            let stored = self.stored();
+            self.memory.drain(..(stored - self.first) * self.dim);
+            self.memory.shrink_to(SPILL_BYTES / 4);
+            self.first = stored;
+        }
     }
 
     /// Calls `f` with the row of `slot`. A failed read (a disk error) hands `f` `fallback`
@@ -136,10 +179,10 @@ impl Originals {
     ) -> R {
         let (slot, dim) = (slot as usize, self.dim);
         let b = match &self.backing {
-            Some(b) if slot < b.rows => b,
+            Some(b) if slot < self.first => b,
             _ => {
-                let at = (slot - self.stored()) * dim;
-                return f(&self.tail[at..at + dim]);
+                let at = (slot - self.first) * dim;
+                return f(&self.memory[at..at + dim]);
             }
         };
         ROW.with(|cell| {
@@ -157,10 +200,10 @@ impl Originals {
     pub fn get(&self, slot: u32) -> Result<Vec<f32>> {
         let (slot, dim) = (slot as usize, self.dim);
         let b = match &self.backing {
-            Some(b) if slot < b.rows => b,
+            Some(b) if slot < self.first => b,
             _ => {
-                let at = (slot - self.stored()) * dim;
-                return Ok(self.tail[at..at + dim].to_vec());
+                let at = (slot - self.first) * dim;
+                return Ok(self.memory[at..at + dim].to_vec());
             }
         };
         let mut row = vec![0.0; dim];
@@ -172,32 +215,31 @@ impl Originals {
     pub(crate) fn copy_rows(&self, target: &Backing, from: usize) -> Result<()> {
         const CHUNK: usize = 1 << 14;
         let dim = self.dim;
-        let stored = self.stored();
         let mut row = from;
         let mut buf = Vec::new();
-        while let Some(b) = self.backing.as_ref().filter(|_| row < stored) {
-            let n = CHUNK.min(stored - row);
+        while let Some(b) = self.backing.as_ref().filter(|_| row < self.first) {
+            let n = CHUNK.min(self.first - row);
             buf.resize(n * dim, 0.0);
             read_rows(&b.file, dim, row, &mut buf).map_err(|e| io("read", b.path.as_deref(), e))?;
             write_rows(&target.file, dim, row, &buf)
                 .map_err(|e| io("write", target.path.as_deref(), e))?;
             row += n;
         }
-        let skip = row.saturating_sub(stored) * dim;
+        let skip = (row - self.first) * dim;
         write_rows(
             &target.file,
             dim,
             row,
-            &self.tail[skip.min(self.tail.len())..],
+            &self.memory[skip.min(self.memory.len())..],
         )
         .map_err(|e| io("write", target.path.as_deref(), e))
     }
 
-    /// Makes `backing`, which holds every row, the file behind them; the tail is dropped.
+    /// Makes `backing`, which holds every row, the file behind them.
     pub(crate) fn adopt(&mut self, mut backing: Backing) {
         backing.rows = self.len();
         self.backing = Some(backing);
-        self.tail = Vec::new();
+        self.keep_if_held();
     }
 
     /// Syncs the file to disk.
@@ -211,14 +253,24 @@ impl Originals {
         }
     }
 
-    /// Rows over an opened file of `rows` rows.
-    pub(crate) fn over(dim: usize, backing: Backing, sums: Vec<u32>) -> Originals {
-        Originals {
+    /// Rows over an opened file of `rows` rows, read into memory as well when they are few.
+    pub(crate) fn over(dim: usize, backing: Backing, sums: Vec<u32>) -> Result<Originals> {
+        let rows = backing.rows;
+        let mut originals = Originals {
             dim,
-            backing: Some(backing),
-            tail: Vec::new(),
+            backing: None,
+            memory: Vec::new(),
+            first: rows,
             sums,
+        };
+        if originals.held(rows) {
+            originals.memory = vec![0.0; rows * dim];
+            read_rows(&backing.file, dim, 0, &mut originals.memory)
+                .map_err(|e| io("read", backing.path.as_deref(), e))?;
+            originals.first = 0;
         }
+        originals.backing = Some(backing);
+        Ok(originals)
     }
 }
 

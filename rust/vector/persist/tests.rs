@@ -151,6 +151,49 @@ fn a_loaded_index_scores_with_the_exact_float_vectors() {
 }
 
 #[test]
+fn a_small_index_keeps_its_rows_in_memory_and_a_larger_one_reads_them_from_its_file() {
+    // In tests an index keeps its rows while they take 32 kB: 600 x 12 floats do, 700 do not.
+    for (n, held) in [(600, true), (700, false)] {
+        let data = clustered(31, n, 12, 7);
+        let mut idx = VectorIndex::new(12, Metric::Euclidean, 8, 60, 5).unwrap();
+        let flat: Vec<f32> = data.iter().flatten().copied().collect();
+        idx.add(
+            (0..n).map(|i| format!("id-{i}")).collect(),
+            &flat,
+            metas(0..n),
+        )
+        .unwrap();
+        idx.link_pending(n);
+        let path = temp(&format!("held-{n}.hnsw"));
+        full_save(&mut idx, &path, 1, "db");
+        let (back, _, _) = load(&path).unwrap();
+        for index in [&idx, &back] {
+            let originals = &index.graph.originals;
+            assert_eq!(originals.stored(), n, "the file holds every row");
+            assert_eq!(originals.in_memory(), if held { n } else { 0 });
+            for q in data.iter().step_by(50) {
+                for hit in index.search(q, 5, None, None).unwrap() {
+                    let i: usize = hit.id[3..].parse().unwrap();
+                    let want = Metric::Euclidean.score(Metric::Euclidean.distance(q, &data[i]));
+                    assert_eq!(hit.score, want);
+                }
+            }
+        }
+        for slot in (0..n as u32).step_by(7) {
+            let (a, b) = (&idx.graph.originals, &back.graph.originals);
+            assert_eq!(a.get(slot).unwrap(), b.get(slot).unwrap());
+        }
+        // What is kept was read from the file: a damaged row is still found at load.
+        let vectors = vectors_path(&path);
+        let mut bytes = fs::read(&vectors).unwrap();
+        let last = bytes.len() - 3;
+        bytes[last] ^= 0x40;
+        fs::write(&vectors, bytes).unwrap();
+        assert!(matches!(load(&path), Err(CoreError::IndexCorrupt(_))));
+    }
+}
+
+#[test]
 fn a_small_change_appends_about_its_size_and_reloads_equal() {
     let (mut idx, data) = sample();
     let path = temp("append.hnsw");
