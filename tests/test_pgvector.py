@@ -254,3 +254,38 @@ def test_a_large_scope_takes_the_graph_branch_and_finds_the_exact_top(monkeypatc
         order = np.argsort(-(unit[members] @ (q / np.linalg.norm(q))))[:5]
         found = store.search_ids("docs", q, top_k=5, filter={"resource_id": "r2"})
         assert [i for i, _ in found] == [f"v{members[j]}" for j in order]
+
+
+def test_a_resource_counted_small_is_then_scanned_without_being_counted(monkeypatch, store):
+    from threadrecall.vector import pgvector
+
+    rng = np.random.default_rng(8)
+    data = rng.standard_normal((300, 16)).astype(np.float32)
+    unit = data / np.linalg.norm(data, axis=1, keepdims=True)
+    store.create_index("docs", 16)
+    store.upsert("docs", data, ids=[f"v{i}" for i in range(300)],
+                 metadata=[{"resource_id": f"r{i % 3}"} for i in range(300)])
+    members = [i for i in range(300) if i % 3 == 1]
+
+    def exact(q):
+        return [f"v{members[j]}" for j in np.argsort(-(unit[members] @ (q / np.linalg.norm(q))))[:5]]
+
+    def search(q):
+        return [i for i, _ in store.search_ids("docs", q, top_k=5, filter={"resource_id": "r1"})]
+
+    def statement(q):
+        return store.search_sql("docs", q, top_k=5, filter={"resource_id": "r1"})[0]
+
+    queries = rng.standard_normal((4, 16)).astype(np.float32)
+    assert "count(*)" in statement(queries[0])  # not counted yet
+    assert search(queries[0]) == exact(queries[0])
+    assert "count(*)" not in statement(queries[0]) and "UNION" not in statement(queries[0])
+    assert all(search(q) == exact(q) for q in queries)
+    # the resource grows past the threshold meanwhile: still scanned exactly, the same answer
+    monkeypatch.setattr(pgvector, "EXACT_SCOPE", 10)
+    assert "UNION" not in statement(queries[1]) and search(queries[1]) == exact(queries[1])
+    # once the count expires it is counted again, and now large, walks the graph
+    later = pgvector._now() + pgvector.SMALL_SCOPE_SECONDS + 1
+    monkeypatch.setattr(pgvector, "_now", lambda: later)
+    assert "UNION" in statement(queries[2]) and search(queries[2]) == exact(queries[2])
+    assert "UNION" in statement(queries[3]), "a large count is not remembered"

@@ -12,7 +12,8 @@ vectors contiguous in that index, without visiting the heap (an index-only scan)
 vectors of 384 dimensions, 10,000 to a resource, that scan replaced one of 10,000 heap pages
 (benches/pgvector_scope_scan.py); the index costs about the table's size again. A plain btree
 on ``resource_key`` beside it (a few bytes a row) counts a resource's rows, which decides
-between the exact scan and the graph, without reading its vectors.
+between the exact scan and the graph, without reading its vectors; a resource counted small
+is scanned exactly without a count for the next ``SMALL_SCOPE_SECONDS``.
 
 Scores are those of ``HnswVectorStore`` (larger is closer): cosine similarity (vectors are
 stored at unit length and compared by inner product, so a zero vector scores 0), dot product,
@@ -31,6 +32,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import time
 import uuid
 import weakref
 from collections.abc import Iterator, Sequence
@@ -72,6 +74,11 @@ _TWO_POW_53 = 2.0**53
 # to a 1% scope takes tens; at 1M x 384 the exact scan of a 10,000-row scope took 89 ms at
 # recall@10 1.000 against 164-279 ms at 0.90 for the graph walk (benches/results/pg_vectors.md).
 EXACT_SCOPE = 20_000
+# A resource counted below EXACT_SCOPE is scanned exactly without being counted again for this
+# many seconds: at 1M x 384 the count took about 1 ms of an 8- to 10-ms search. A resource
+# that grew past EXACT_SCOPE meanwhile is still scanned exactly: the same answer, more slowly.
+SMALL_SCOPE_SECONDS = 30.0
+_now = time.monotonic
 # The widest vectors the resource index includes: a btree tuple holds at most 2704 bytes, and
 # an included vector of d dimensions takes 4 d + 8, leaving room for the id and resource_id
 # (``_KEY_BYTES`` together). Wider indexes keep a plain btree on ``resource_key``.
@@ -137,6 +144,23 @@ class _Index:
     metric: str
     # Search statements as sent, by the shape of their filter (``_shape``): composed once.
     statements: dict[Any, bytes] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    # Resources counted small lately, with when that count expires (``_now``).
+    small: dict[str, float] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    def plan(self, filter: Any) -> str:
+        """How a search with ``filter`` runs: ``"counted"`` (one resource, counted on its
+        btree first), ``"small"`` (such a resource counted small lately: scanned exactly) or
+        ``"scoped"`` (any other)."""
+        if not _counted(filter):
+            return "scoped"
+        return "small" if self.small.get(filter["resource_id"], 0.0) > _now() else "counted"
+
+    def counted(self, resource: str, size: int) -> None:
+        """Remember a resource's count from a ``"counted"`` search."""
+        if size < EXACT_SCOPE:
+            if len(self.small) >= 65_536:
+                self.small.clear()
+            self.small[resource] = _now() + SMALL_SCOPE_SECONDS
 
 
 class PgVector(AsyncTwins):
@@ -431,13 +455,15 @@ class PgVector(AsyncTwins):
 
     def _statement(self, index: _Index, vector: Any, top_k: int, filter: Any,
                    extra: str) -> tuple[sql.Composed, list[Any]]:
-        condition, params = self._bound(index, vector, top_k, filter)
-        return self._compose(index, condition, extra, _counted(filter)), params
+        plan = index.plan(filter)
+        condition, params = self._bound(index, vector, top_k, filter, plan)
+        return self._compose(index, condition, extra, plan), params
 
     @staticmethod
-    def _bound(index: _Index, vector: Any, top_k: int, filter: Any) -> tuple[sql.Composable, list[Any]]:
+    def _bound(index: _Index, vector: Any, top_k: int, filter: Any,
+               plan: str) -> tuple[sql.Composable, list[Any]]:
         """The filter's condition and the search's parameters: the query vector, the filter's
-        values and ``top_k`` (twice each for a filtered search)."""
+        values and ``top_k`` (twice each for a filtered search that may walk the graph)."""
         if not _is_int(top_k) or top_k < 1:
             raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
         query = _as_matrix(vector, index.dimension, single=True)
@@ -447,25 +473,31 @@ class PgVector(AsyncTwins):
         text = _vector_text(query[0])
         if condition is TRUE:
             return condition, [text, top_k]
-        if _counted(filter):
+        if plan == "small":
+            return condition, [text, *params, top_k]
+        if plan == "counted":
             return condition, [*params, text, *params, top_k, text, *params, top_k]
         return condition, [text, *params, top_k, text, *params, top_k]
 
     @staticmethod
-    def _compose(index: _Index, condition: sql.Composable, extra: str, counted: bool = False) -> sql.Composed:
+    def _compose(index: _Index, condition: sql.Composable, extra: str, plan: str = "scoped") -> sql.Composed:
         parts = {"op": sql.SQL(_OPS[index.metric]), "extra": sql.SQL(extra), "t": index.table,
                  "cond": condition, "n": sql.Literal(EXACT_SCOPE)}
         if condition is TRUE:  # ORDER BY the selected distance: the index's order, sent once
             return sql.SQL("SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} "
                            "ORDER BY distance LIMIT %s").format(**parts)
-        if counted:  # the scope counted on resource_key's plain btree, its vectors read once after
-            # (OFFSET 0 keeps the exact branch's ORDER BY from being served by the HNSW index)
+        # OFFSET 0 keeps an exact scan's ORDER BY from being served by the HNSW index.
+        if plan == "small":  # a resource counted small lately: its vectors read, not counted
+            return sql.SQL("SELECT * FROM (SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} "
+                           "WHERE {cond} OFFSET 0) exact ORDER BY distance LIMIT %s").format(**parts)
+        if plan == "counted":  # counted on resource_key's plain btree, its vectors read once after;
+            # each row also carries the count, for the next searches of the resource
             return sql.SQL(
                 "WITH size AS MATERIALIZED (SELECT count(*) AS n FROM (SELECT FROM {t} WHERE {cond} LIMIT {n}) s) "
-                "(SELECT * FROM (SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} "
-                "WHERE {cond} AND (SELECT n FROM size) < {n} OFFSET 0) exact ORDER BY distance LIMIT %s) "
+                "(SELECT *, (SELECT n FROM size) FROM (SELECT id, embedding {op} %s::vector AS distance{extra} "
+                "FROM {t} WHERE {cond} AND (SELECT n FROM size) < {n} OFFSET 0) exact ORDER BY distance LIMIT %s) "
                 "UNION ALL "
-                "(SELECT id, embedding {op} %s::vector AS distance{extra} FROM {t} "
+                "(SELECT id, embedding {op} %s::vector AS distance{extra}, (SELECT n FROM size) FROM {t} "
                 "WHERE {cond} AND (SELECT n FROM size) >= {n} ORDER BY distance LIMIT %s)"
             ).format(**parts)
         # A filtered search: an exact scan of the rows passing the filter when fewer than
@@ -489,13 +521,14 @@ class PgVector(AsyncTwins):
         statement of a usual filter (a few keys equal to scalars) is composed once and sent
         as the same text each time, so the connection prepares it after a few runs."""
         index = self._info(name)
-        condition, params = self._bound(index, vector, top_k, filter)
-        shape = (extra, _shape(filter))
+        plan = index.plan(filter)
+        condition, params = self._bound(index, vector, top_k, filter, plan)
+        shape = (extra, _shape(filter), plan)
         statement: Any = index.statements.get(shape)
         ef = max(self.ef_search, min(top_k, 1000))
         with self._read(name) as conn:
             if statement is None:
-                statement = self._compose(index, condition, extra, _counted(filter)).as_bytes(conn)
+                statement = self._compose(index, condition, extra, plan).as_bytes(conn)
                 if shape[1] is not None and len(index.statements) < 256:
                     index.statements[shape] = statement
             if self.storage is not None and self.storage.in_transaction:
@@ -506,6 +539,9 @@ class PgVector(AsyncTwins):
                     conn.execute(setting.format(scope=sql.SQL("SESSION"), ef=sql.Literal(ef)))
                 _SEARCH_SETTINGS[conn] = ef
             rows = conn.execute(statement, params).fetchall()
+        if plan == "counted" and rows:
+            index.counted(filter["resource_id"], rows[0][-1])
+            rows = [r[:-1] for r in rows]
         # relaxed_order may return near neighbours slightly out of order
         rows.sort(key=lambda r: r[1])
         return [(r[0], -r[1], *r[2:]) for r in rows]
