@@ -659,7 +659,7 @@ class DuckDBStorage:
         self._publish(Changes(self._position + 1, upserted=rows))
 
     def _load_replica(self, batch: int = 100_000) -> None:
-        (self._seq,) = self.db.cursor().execute("SELECT coalesce(max(seq), 0) FROM messages").fetchall()[0]
+        (self._seq,) = self.db.fetch_one("SELECT coalesce(max(seq), 0) FROM messages") or (0,)
         self._owners.update(self.db.cursor().execute("SELECT id, resource_id FROM threads").fetchall())
         reader = self.db.cursor().sql(
             f"SELECT id, thread_id, resource_id, epoch_us(created_at), seq, {PAYLOAD_SQL}, metadata "
