@@ -79,6 +79,11 @@ EXACT_SCOPE = 20_000
 # that grew past EXACT_SCOPE meanwhile is still scanned exactly: the same answer, more slowly.
 SMALL_SCOPE_SECONDS = 30.0
 _now = time.monotonic
+# The ``_shape`` of a filter that is one resource by string equality (semantic recall's
+# resource scope): its rows are counted on ``resource_key``'s plain btree, and their vectors
+# read after, once. At 1M that measured 0.93 of the time of counting them as they are read, as
+# other scopes do, whose rows come from the heap anyway (benches/results/pg_vectors_notes.md).
+_ONE_RESOURCE = (("resource_id", str),)
 # The widest vectors the resource index includes: a btree tuple holds at most 2704 bytes, and
 # an included vector of d dimensions takes 4 d + 8, leaving room for the id and resource_id
 # (``_KEY_BYTES`` together). Wider indexes keep a plain btree on ``resource_key``.
@@ -147,11 +152,11 @@ class _Index:
     # Resources counted small lately, with when that count expires (``_now``).
     small: dict[str, float] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
-    def plan(self, filter: Any) -> str:
-        """How a search with ``filter`` runs: ``"counted"`` (one resource, counted on its
-        btree first), ``"small"`` (such a resource counted small lately: scanned exactly) or
-        ``"scoped"`` (any other)."""
-        if not _counted(filter):
+    def plan(self, filter: Any, shape: Any) -> str:
+        """How a search with ``filter`` (of ``_shape`` ``shape``) runs: ``"counted"`` (one
+        resource, counted on its btree first), ``"small"`` (such a resource counted small
+        lately: scanned exactly) or ``"scoped"`` (any other)."""
+        if shape != _ONE_RESOURCE:
             return "scoped"
         return "small" if self.small.get(filter["resource_id"], 0.0) > _now() else "counted"
 
@@ -455,7 +460,7 @@ class PgVector(AsyncTwins):
 
     def _statement(self, index: _Index, vector: Any, top_k: int, filter: Any,
                    extra: str) -> tuple[sql.Composed, list[Any]]:
-        plan = index.plan(filter)
+        plan = index.plan(filter, _shape(filter))
         condition, params = self._bound(index, vector, top_k, filter, plan)
         return self._compose(index, condition, extra, plan), params
 
@@ -521,16 +526,17 @@ class PgVector(AsyncTwins):
         statement of a usual filter (a few keys equal to scalars) is composed once and sent
         as the same text each time, so the connection prepares it after a few runs."""
         index = self._info(name)
-        plan = index.plan(filter)
+        shape = _shape(filter)
+        plan = index.plan(filter, shape)
         condition, params = self._bound(index, vector, top_k, filter, plan)
-        shape = (extra, _shape(filter), plan)
-        statement: Any = index.statements.get(shape)
+        key = (extra, shape, plan)
+        statement: Any = index.statements.get(key)
         ef = max(self.ef_search, min(top_k, 1000))
         with self._read(name) as conn:
             if statement is None:
                 statement = self._compose(index, condition, extra, plan).as_bytes(conn)
-                if shape[1] is not None and len(index.statements) < 256:
-                    index.statements[shape] = statement
+                if shape is not None and len(index.statements) < 256:
+                    index.statements[key] = statement
             if self.storage is not None and self.storage.in_transaction:
                 for setting in _SETTINGS:
                     conn.execute(setting.format(scope=sql.SQL("LOCAL"), ef=sql.Literal(ef)))
@@ -588,14 +594,6 @@ class PgVector(AsyncTwins):
         with self._reading(name) as conn:
             conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(
                 index.table, sql.SQL(" OR ").join(terms)), params)
-
-
-def _counted(filter: Any) -> bool:
-    """Whether ``filter`` is one resource by string equality (semantic recall's resource scope):
-    its rows are then counted on ``resource_key``'s plain btree, and their vectors read after,
-    once. At 1M that measured 0.93 of the time of counting them as they are read, as other
-    scopes do, whose rows come from the heap anyway (benches/results/pg_vectors_notes.md)."""
-    return _shape(filter) == (("resource_id", str),)
 
 
 def _shape(filter: Any) -> Any:
