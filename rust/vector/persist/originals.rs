@@ -145,15 +145,13 @@ impl Originals {
         if self.backing.is_none() {
             self.backing = Some(Backing::temporary(self.dim)?);
         }
-        let (dim, len) = (self.dim, self.len());
-        let Some(b) = self.backing.as_ref() else {
+        let (dim, len, first) = (self.dim, self.len(), self.first);
+        let Some(b) = self.backing.as_mut() else {
             return Ok(());
         };
-        write_rows(&b.file, dim, b.rows, self.unwritten())
+        write_rows(&b.file, dim, b.rows, &self.memory[(b.rows - first) * dim..])
             .map_err(|e| io("write", b.path.as_deref(), e))?;
-        if let Some(b) = self.backing.as_mut() {
-            b.rows = len;
-        }
+        b.rows = len;
         self.keep_if_held();
         Ok(())
     }
