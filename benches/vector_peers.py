@@ -4,8 +4,8 @@ Each library is a class with the same methods: ``build`` (bulk insert, graph lin
 returns), ``set_ef`` (the search breadth), ``query`` (one vector, one call), ``batch`` (many
 vectors in one call, or ``None`` when the library has no such call), ``prepare`` and
 ``filtered`` (its own filtered search, or ``None``), ``save`` and ``load`` (for the memory
-runs, each in a fresh interpreter). Every library runs on one thread, with M = 16 links and a
-construction breadth of 200.
+runs, each in a fresh interpreter). Every library runs on one thread (threadrecall's linking
+too, unless given more), with M = 16 links and a construction breadth of 200.
 
 threadrecall is driven only through its public API (``HnswVectorStore.create_index``,
 ``upsert``, ``query`` with metadata filters, ``link``); its search breadth is the store's
@@ -33,13 +33,13 @@ class Threadrecall:
     name = "threadrecall"
     has_batch = False
 
-    def __init__(self, dim: int, workdir: Path) -> None:
+    def __init__(self, dim: int, workdir: Path, threads: int = 1) -> None:
         from threadrecall.vector import HnswVectorStore
 
         self.dim = dim
         workdir.mkdir(parents=True, exist_ok=True)
         self.path = workdir / "threadrecall.duckdb"
-        self.store = HnswVectorStore(str(self.path), m=M, ef_construction=EF_CONSTRUCTION)
+        self.store = HnswVectorStore(str(self.path), m=M, ef_construction=EF_CONSTRUCTION, threads=threads)
         self.store.create_index(INDEX, dim, "cosine")
 
     def upsert(self, data: np.ndarray, metas: list[dict]) -> None:
