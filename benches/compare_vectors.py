@@ -5,13 +5,12 @@ threadrecall is driven through its public API only: ``HnswVectorStore`` over a D
 faiss ``IndexHNSWFlat`` and ``IndexHNSWSQ`` (8-bit), usearch (f32 and i8), all with M = 16 and
 a construction breadth of 200; a peer that is not installed is skipped.
 
-One run, one thread for every library (faiss with one OpenMP thread, hnswlib and usearch with
-``threads=1``, threadrecall's store with ``threads=1``); the store's background linker and
-DuckDB's own threads are counted in its build time, which is CPU seconds of the whole process.
-The store is also built once more with two linking threads, timed by the wall clock against its
-one-thread build. Query latencies are CPU seconds of the
-querying thread (the machine is shared: waiting for a core is not a library's cost), medians
-of three passes where stated. The QPS at matched recall is timed last, with every library of
+One run, one thread for every library (faiss with one OpenMP thread, hnswlib, usearch and
+threadrecall's store with ``threads=1``); the store's background linker and DuckDB's own
+threads are counted in its build time, which is CPU seconds of the whole process. The store is
+also built once more with two linking threads, timed by the wall clock against its one-thread
+build. Query latencies are CPU seconds of the querying thread (the machine is shared: waiting
+for a core is not a library's cost), medians of three passes where stated. The QPS at matched recall is timed last, with every library of
 a shape loaded: one pass of all queries per library in turn, seven rounds (the order rotating),
 medians; a host that slows down for a minute then slows every library alike.
 
