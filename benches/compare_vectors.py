@@ -10,9 +10,11 @@ threadrecall's store with ``threads=1``); the store's background linker and Duck
 threads are counted in its build time, which is CPU seconds of the whole process. The store is
 also built once more with two linking threads, timed by the wall clock against its one-thread
 build. Query latencies are CPU seconds of the querying thread (the machine is shared: waiting
-for a core is not a library's cost), medians of three passes where stated. The QPS at matched recall is timed last, with every library of
-a shape loaded: one pass of all queries per library in turn, seven rounds (the order rotating),
-medians; a host that slows down for a minute then slows every library alike.
+for a core is not a library's cost), medians of three passes where stated. The QPS at matched
+recall is timed last, with every library of a shape loaded: one pass of all queries per
+library in turn, seven rounds (the order rotating), medians; a host that slows down for a
+minute then slows every library alike. The filtered queries and numpy's scans of the same
+filters are then timed in turn the same way.
 
 Data: seeded Gaussian mixtures, L2-normalised, cosine, two shapes with different cluster
 counts and spreads; queries from the same mixture; exact ground truth by numpy (filtered
@@ -206,6 +208,25 @@ def interleaved(libs: dict[str, Any], results: dict[str, dict], queries: np.ndar
                 passes[i].append(cpu(run)[1])
         for i, (entry, key, *_) in enumerate(runs):
             entry[key] = statistics.median(passes[i]) / len(queries) * 1e6
+
+
+def filters_in_turn(lib: Any, work: Workload, ours: dict, numpy_side: dict) -> None:
+    """Time threadrecall's filtered queries (at its default breadth) and numpy's scans of the
+    prebuilt subsets in turn: per filter, ``MATCHED_ROUNDS`` rounds of one pass each, the order
+    alternating; the median passes replace both sides' µs per query, which, measured apart,
+    met the machine at different moments."""
+    lib.set_ef(None)
+    for label, (case, plan, members, subsets) in work.filters.items():
+        wheres = [case.where(g) for _, g, _ in plan]
+        sides = [(ours["filtered"][label], lambda: [lib.query(q, K, w) for (q, _, _), w in zip(plan, wheres)]),
+                 (numpy_side["filtered"][label],
+                  lambda: [numpy_subset_query(subsets[g], members[g], q) for q, g, _ in plan])]
+        passes: list[list[float]] = [[], []]
+        for r in range(MATCHED_ROUNDS):
+            for i in (0, 1) if r % 2 == 0 else (1, 0):
+                passes[i].append(cpu(sides[i][1])[1])
+        for (entry, _), times in zip(sides, passes):
+            entry["us"] = statistics.median(times) / len(plan) * 1e6
 
 
 def memory(name: str, path: Path, dim: int) -> int:
@@ -411,6 +432,7 @@ def run(size_name: str, out_dir: Path, shapes: list[str] | None = None,
                 entry["libraries"][cls.name], libs[cls.name] = measure_peer(cls, work, size, workdir)
             print(f"[{time.time() - started:6.0f} s] {shape.label}: matched breadths, in turn", flush=True)
             interleaved(libs, entry["libraries"], work.queries)
+            filters_in_turn(store, work, entry["libraries"]["threadrecall"], entry["numpy"])
             close_ours(store, entry["libraries"]["threadrecall"], work, ours)
             del libs, store
             report["shapes"].append(entry)

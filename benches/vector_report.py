@@ -136,7 +136,9 @@ def _shape_tables(entry: dict) -> list[str]:
                        f"{f'{1e6 / batch:,.0f}' if batch else '-'} | {vs_batch} |")
     out += ["\n### Filtered recall@10 and latency\n",
             "threadrecall: `query(filter=...)` with the planner's default breadth. numpy: exact "
-            "scan over the allowed rows, gathered beforehand (untimed). Peers: their own filtered "
+            "scan over the allowed rows, gathered beforehand (untimed); the two timed in turn "
+            "with every library of the shape loaded (seven rounds, the order alternating; the "
+            "median pass). Peers: their own filtered "
             "search at breadth max(64, their 0.99-matched one) x sqrt(10 % / selectivity), given the allowed ids prebuilt (untimed: an "
             "`IDSelectorBatch` for faiss, a Python set for hnswlib's callback); usearch's Python "
             "search takes no filter.\n",
