@@ -176,12 +176,9 @@ impl Originals {
         f: impl FnOnce(&[f32]) -> R,
     ) -> R {
         let (slot, dim) = (slot as usize, self.dim);
-        let b = match &self.backing {
-            Some(b) if slot < self.first => b,
-            _ => {
-                let at = (slot - self.first) * dim;
-                return f(&self.memory[at..at + dim]);
-            }
+        let b = match self.place(slot) {
+            Place::File(b) => b,
+            Place::Memory(row) => return f(row),
         };
         ROW.with(|cell| {
             let mut row = cell.borrow_mut();
@@ -194,15 +191,24 @@ impl Originals {
         })
     }
 
+    /// Where the row of `slot` is.
+    #[inline]
+    fn place(&self, slot: usize) -> Place<'_> {
+        match &self.backing {
+            Some(b) if slot < self.first => Place::File(b),
+            _ => {
+                let at = (slot - self.first) * self.dim;
+                Place::Memory(&self.memory[at..at + self.dim])
+            }
+        }
+    }
+
     /// A copy of the row of `slot`, or an I/O error.
     pub fn get(&self, slot: u32) -> Result<Vec<f32>> {
         let (slot, dim) = (slot as usize, self.dim);
-        let b = match &self.backing {
-            Some(b) if slot < self.first => b,
-            _ => {
-                let at = (slot - self.first) * dim;
-                return Ok(self.memory[at..at + dim].to_vec());
-            }
+        let b = match self.place(slot) {
+            Place::File(b) => b,
+            Place::Memory(row) => return Ok(row.to_vec()),
         };
         let mut row = vec![0.0; dim];
         read_row(&b.file, dim, slot, &mut row).map_err(|e| io("read", b.path.as_deref(), e))?;
@@ -270,6 +276,12 @@ impl Originals {
         originals.backing = Some(backing);
         Ok(originals)
     }
+}
+
+/// Where a row is: only in the file, or in memory.
+enum Place<'a> {
+    File(&'a Backing),
+    Memory(&'a [f32]),
 }
 
 /// Opens `path` as `options` say, without access-time updates where the process may ask for
