@@ -65,6 +65,8 @@ from vector_report import render  # noqa: E402
 REPEAT = 3
 # Passes per library at each matched breadth, taken in turn across the libraries of a shape.
 MATCHED_ROUNDS = 7
+# One pass of a side's filtered queries: the ids found per query.
+Pass = Callable[[], list[list[int]]]
 # Queries the memory run makes once the index is loaded.
 MEMORY_QUERIES = 1_000
 TARGETS = (0.95, 0.99)
@@ -210,23 +212,39 @@ def interleaved(libs: dict[str, Any], results: dict[str, dict], queries: np.ndar
             entry[key] = statistics.median(passes[i]) / len(queries) * 1e6
 
 
-def filters_in_turn(lib: Any, work: Workload, ours: dict, numpy_side: dict) -> None:
-    """Time threadrecall's filtered queries (at its default breadth) and numpy's scans of the
-    prebuilt subsets in turn: per filter, ``MATCHED_ROUNDS`` rounds of one pass each, the order
-    alternating; the median passes replace both sides' µs per query, which, measured apart,
-    met the machine at different moments."""
-    lib.set_ef(None)
+def filtered_passes(lib: Any, work: Workload) -> dict[str, tuple[Pass, Pass]]:
+    """Per filter, one pass of threadrecall's filtered queries and one of numpy's scans of the
+    prebuilt allowed rows, each returning the ids found per query."""
+    passes = {}
     for label, (case, plan, members, subsets) in work.filters.items():
         wheres = [case.where(g) for _, g, _ in plan]
-        sides = [(ours["filtered"][label], lambda: [lib.query(q, K, w) for (q, _, _), w in zip(plan, wheres)]),
-                 (numpy_side["filtered"][label],
-                  lambda: [numpy_subset_query(subsets[g], members[g], q) for q, g, _ in plan])]
-        passes: list[list[float]] = [[], []]
+
+        def ours(plan: list = plan, wheres: list = wheres) -> list[list[int]]:
+            return [lib.query(q, K, w) for (q, _, _), w in zip(plan, wheres)]
+
+        def exact(plan: list = plan, members: dict = members, subsets: dict = subsets) -> list[list[int]]:
+            return [numpy_subset_query(subsets[g], members[g], q) for q, g, _ in plan]
+
+        passes[label] = (ours, exact)
+    return passes
+
+
+def filters_in_turn(lib: Any, work: Workload, ours: dict, numpy_side: dict) -> None:
+    """threadrecall's filtered queries (at its default breadth) and numpy's scans of the
+    prebuilt subsets, timed in turn: per filter, ``MATCHED_ROUNDS`` rounds of one pass each,
+    the order alternating; the median pass is each side's µs per query. Records recall@10 too."""
+    lib.set_ef(None)
+    for label, sides in filtered_passes(lib, work).items():
+        truth = [t for _, _, t in work.filters[label][1]]
+        found: list[Any] = [None, None]
+        times: list[list[float]] = [[], []]
         for r in range(MATCHED_ROUNDS):
             for i in (0, 1) if r % 2 == 0 else (1, 0):
-                passes[i].append(cpu(sides[i][1])[1])
-        for (entry, _), times in zip(sides, passes):
-            entry["us"] = statistics.median(times) / len(plan) * 1e6
+                found[i], secs = cpu(sides[i])
+                times[i].append(secs)
+        for side, entry in enumerate((ours, numpy_side)):
+            entry.setdefault("filtered", {})[label] = {
+                "recall": recall(found[side], truth), "us": statistics.median(times[side]) / len(truth) * 1e6}
 
 
 def memory(name: str, path: Path, dim: int) -> int:
@@ -287,9 +305,10 @@ def measure_ours(work: Workload, workdir: Path) -> tuple[dict, Any]:
     start, wall = time.process_time(), time.perf_counter()
     lib.upsert(work.data, work.metas)
     result["upsert_s"] = time.process_time() - start
-    fresh_wall, fresh_cpu = time.perf_counter(), time.thread_time()
+    fresh_started = time.perf_counter(), time.thread_time()
     fresh(lib, work, result)
-    fresh_wall, fresh_cpu = time.perf_counter() - fresh_wall, time.thread_time() - fresh_cpu
+    fresh_wall = time.perf_counter() - fresh_started[0]
+    fresh_cpu = time.thread_time() - fresh_started[1]
     lib.link()
     # Whole-process CPU (the background linker and DuckDB threads too), minus this thread's
     # during the fresh queries (the queries and the sweep's own work around them).
@@ -301,12 +320,6 @@ def measure_ours(work: Workload, workdir: Path) -> tuple[dict, Any]:
     lib.set_ef(None)
     found, secs = cpu(lambda: [lib.query(q, K) for q in work.queries], REPEAT)
     result["default"] = {"recall": recall(found, work.truth), "us": secs / len(work.queries) * 1e6}
-    result["filtered"] = {}
-    for label, (case, plan, _, _) in work.filters.items():
-        wheres = [case.where(g) for _, g, _ in plan]
-        found, secs = cpu(lambda: [lib.query(q, K, w) for (q, _, _), w in zip(plan, wheres)], REPEAT)
-        result["filtered"][label] = {"recall": recall(found, [t for _, _, t in plan]),
-                                     "us": secs / len(plan) * 1e6}
     return result, lib
 
 
@@ -385,11 +398,7 @@ def measure_peer(cls: type, work: Workload, size: Size, workdir: Path) -> tuple[
 
 
 def measure_numpy(work: Workload, size: Size) -> dict:
-    out: dict[str, Any] = {"filtered": {}}
-    for label, (_, plan, members, subsets) in work.filters.items():
-        found, secs = cpu(lambda: [numpy_subset_query(subsets[g], members[g], q) for q, g, _ in plan], REPEAT)
-        out["filtered"][label] = {"recall": recall(found, [t for _, _, t in plan]),
-                                  "us": secs / len(plan) * 1e6}
+    out: dict[str, Any] = {}
     qs = work.queries[:size.numpy_exact]
     ids = np.arange(work.shape.n)
     _, secs = cpu(lambda: [numpy_subset_query(work.data, ids, q) for q in qs], REPEAT)
