@@ -284,7 +284,7 @@ def test_a_resource_counted_small_is_then_scanned_without_being_counted(monkeypa
     # the resource grows past the threshold meanwhile: still scanned exactly, the same answer
     monkeypatch.setattr(pgvector, "EXACT_SCOPE", 10)
     assert "UNION" not in statement(queries[1]) and search(queries[1]) == exact(queries[1])
-    # once the count expires it is counted again, and now large, walks the graph
+    # once the count expires it is counted again; a count at or over the threshold is not remembered
     later = pgvector._now() + pgvector.SMALL_SCOPE_SECONDS + 1
     monkeypatch.setattr(pgvector, "_now", lambda: later)
     assert "UNION" in statement(queries[2]) and search(queries[2]) == exact(queries[2])
