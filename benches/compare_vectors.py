@@ -70,7 +70,10 @@ Pass = Callable[[], list[list[int]]]
 # Queries the memory run makes once the index is loaded.
 MEMORY_QUERIES = 1_000
 TARGETS = (0.95, 0.99)
-EFS = [10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024]
+# Breadths a step of at most a quarter apart: a library whose recall reaches a target just past
+# one is not charged for the next, wider one.
+EFS = [10, 12, 14, 16, 18, 20, 24, 28, 32, 36, 40, 48, 56, 64, 72, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448,
+       512, 640, 768, 1024]
 FRESH_QUERIES = 200  # asked right after the bulk insert, at breadths rising to TARGETS[0]
 PLATEAU = 4  # the sweep stops when this many wider breadths gained no recall
 # Peers' filtered searches: this breadth (or their 0.99-matched one, when wider) at 10 %,
