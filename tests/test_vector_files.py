@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from threadrecall.errors import ConfigurationError, InvalidArgumentError
 from threadrecall.vector import HnswVectorStore
 
 
@@ -179,3 +181,42 @@ def test_an_in_memory_store_keeps_its_float_vectors_in_an_unlinked_file(tmp_path
     hits = store.search_ids("docs", data[17], top_k=3)
     assert hits[0][0] == "v17" and abs(hits[0][1] - 1.0) < 1e-6
     store.close()
+
+
+def zero_rows(db: Path) -> None:
+    """Overwrites every row of the index's vectors file with zeros, its header kept."""
+    vectors = Path(f"{db}.docs.vectors")
+    size = vectors.stat().st_size
+    with open(vectors, "r+b") as f:
+        f.seek(4096)
+        f.write(bytes(size - 4096))
+
+
+def test_a_store_holding_its_vectors_searches_without_reading_their_file(tmp_path):
+    # seed 4, 6,000 x 768: 18.4 MB of float vectors, past what an index holds unasked.
+    n, dim = 6_000, 768
+    held_db, plain_db = tmp_path / "held" / "m.duckdb", tmp_path / "plain" / "m.duckdb"
+    held_db.parent.mkdir()
+    data = fill(held_db, n, dim, seed=4)
+    shutil.copytree(held_db.parent, plain_db.parent)
+    queries = unit(5, 20, dim)
+    with HnswVectorStore(plain_db) as plain, HnswVectorStore(held_db, hold_vectors=True) as held:
+        first = answers(held, queries)
+        assert first == answers(plain, queries)
+        for db in (plain_db, held_db):
+            zero_rows(db)  # only a store that reads the file now sees other scores
+        assert answers(held, queries) == first
+        for q in queries:  # the float32 scores of the stored vectors, not of the zeros
+            hits = held.search_ids("docs", q, top_k=5)
+            want = np.array([data[int(i[1:])] @ q for i, _ in hits])
+            assert np.abs(np.array([s for _, s in hits]) - want).max() < 2e-6
+        assert answers(plain, queries) != first
+
+
+def test_hold_vectors_is_a_setting_of_the_open_store(tmp_path):
+    db = tmp_path / "m.duckdb"
+    with pytest.raises(InvalidArgumentError, match="hold_vectors must be True or False"):
+        HnswVectorStore(db, hold_vectors="yes")
+    with HnswVectorStore(db):
+        with pytest.raises(ConfigurationError, match="hold_vectors"):
+            HnswVectorStore(db, hold_vectors=True)

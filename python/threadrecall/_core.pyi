@@ -150,6 +150,9 @@ class VectorIndex:
     def link_all(self, threads: int, batch: int = 8192, rounds: int | None = None) -> int:
         """Link every waiting vector on ``threads`` threads, in batches linked beside searches
         (at most ``rounds`` batches when given); return how many."""
+    def hold_vectors(self, all: bool) -> None:
+        """Keep every float vector in memory as well as in its file (``all``), so searches
+        read no file; or only while they take at most 16 MiB (the default)."""
     @property
     def pending(self) -> int:
         """How many vectors wait to be linked into the graph."""

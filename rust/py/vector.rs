@@ -224,6 +224,12 @@ impl PyVectorIndex {
         self.read(py, persist::outdated)
     }
 
+    /// Keeps every float vector in memory as well as in its file (`all`), so searches read no
+    /// file; or only while they take at most 16 MiB (the default).
+    fn hold_vectors(&self, py: Python<'_>, all: bool) -> PyResult<()> {
+        Ok(self.write(py, |ix| ix.hold_vectors(all))?)
+    }
+
     /// Deletes vectors by id; returns how many existed.
     fn remove(&self, py: Python<'_>, ids: Vec<String>) -> usize {
         self.write(py, |ix| ix.remove(&ids))

@@ -30,6 +30,7 @@ impl VectorIndex {
         let mut queued = vec![false; self.graph.slots()];
         self.graph.pending().for_each(|s| queued[s as usize] = true);
         let mut graph = Graph::new(*self.graph.params());
+        graph.originals.budget = self.graph.originals.budget;
         let mut ids = Ids::default();
         ids.reserve(self.len());
         let mut records = RecordTable::new();

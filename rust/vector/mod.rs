@@ -173,6 +173,12 @@ impl VectorIndex {
         self.graph.link_pending(max_count)
     }
 
+    /// Keeps every float vector in memory as well as in its file (`all`), so searches read
+    /// no file; or only while they are few (the default).
+    pub fn hold_vectors(&mut self, all: bool) -> Result<()> {
+        self.graph.originals.hold_all(all)
+    }
+
     /// How to link the oldest waiting vector, worked out without changing anything (so under
     /// a read lock, beside searches); `None` when none waits. See [`Graph::plan_link`].
     pub fn plan_link(&self) -> Option<LinkPlan> {

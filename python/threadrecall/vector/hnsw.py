@@ -132,6 +132,10 @@ class HnswVectorStore(AsyncTwins):
             process loads its graph and catches up instead of building it from the rows.
             ``None``: no index file, the database is the only copy. Over DuckDB the files
             always lie beside the database.
+        hold_vectors: keep every float vector in memory as well as in its file, so a search's
+            re-rank reads no file: faster queries (most for small filtered ones), for memory
+            the size of the float vectors. ``False`` keeps them in memory only while an
+            index's take at most 16 MiB.
     """
 
     # Set by ``__new__``: one store per database, shared by every open of it.
@@ -166,16 +170,17 @@ class HnswVectorStore(AsyncTwins):
         background_linking: bool = True,
         threads: int | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
+        hold_vectors: bool = False,
     ) -> None:
         settings = (m, ef_construction, ef_search, background_linking, threads,
-                    None if cache_dir is None else os.fspath(cache_dir))
+                    None if cache_dir is None else os.fspath(cache_dir), hold_vectors)
         if hasattr(self, "_settings"):  # this database's store is already open: share it
             if settings != self._settings:
                 self.close()
                 raise ConfigurationError(
                     "an HnswVectorStore with other settings is already open on this database; "
                     "open it with the same m, ef_construction, ef_search, background_linking, "
-                    "threads and cache_dir")
+                    "threads, cache_dir and hold_vectors")
             return
         try:
             for label, value in (("m", m), ("ef_construction", ef_construction)):
@@ -187,7 +192,10 @@ class HnswVectorStore(AsyncTwins):
             if ef_search is not None and (not _is_int(ef_search) or ef_search < 1):
                 raise InvalidArgumentError(
                     f"ef_search must be a positive integer or None, got {ef_search!r}")
+            if not isinstance(hold_vectors, bool):
+                raise InvalidArgumentError(f"hold_vectors must be True or False, got {hold_vectors!r}")
             self.m, self.ef_construction, self.ef_search = m, ef_construction, ef_search
+            self.hold_vectors = hold_vectors
             self._lock = threading.RLock()
             self._loaded: dict[str, Loaded] = {}
             self._uncommitted: dict[str, set[str]] = {}  # ids upserted by the open transaction
@@ -860,6 +868,8 @@ class HnswVectorStore(AsyncTwins):
                 and index.metric == metric
                 and file_generation <= generation):
             return None
+        if self.hold_vectors:
+            index.hold_vectors(True)
         if index.texts_missing:  # a file of the previous format
             rows = self.rows.texts(name)
             index.fill_texts([r[0] for r in rows], [r[1] for r in rows])
@@ -872,7 +882,10 @@ class HnswVectorStore(AsyncTwins):
         return loaded
 
     def _new_index(self, dimension: int, metric: str) -> _core.VectorIndex:
-        return _core.VectorIndex(dimension, metric, m=self.m, ef_construction=self.ef_construction)
+        index = _core.VectorIndex(dimension, metric, m=self.m, ef_construction=self.ef_construction)
+        if self.hold_vectors:
+            index.hold_vectors(True)
+        return index
 
     def _catch_up(self, name: str, loaded: Loaded) -> None:
         """Replay what was written after the index's generation (everything, for a new one)."""

@@ -9,7 +9,9 @@
 //!
 //! A small index keeps a copy of every row in memory as well ([`HELD_BYTES`] at most): a
 //! positioned read costs about a microsecond and a re-rank makes a dozen, a large share of a
-//! search when the graph is small, while a few megabytes of floats cost little.
+//! search when the graph is small, while a few megabytes of floats cost little. An index told
+//! to hold its vectors ([`Originals::hold_all`]) keeps every row in memory however many: its
+//! searches read no file, for memory the size of the float vectors.
 //!
 //! Reads go through the page cache, not a memory mapping: a mapping would add every page a
 //! re-rank touches (and the kernel's fault-around neighbours) to the process's resident set,
@@ -62,17 +64,21 @@ pub(crate) struct Backing {
     rows: usize,
 }
 
-/// The float vectors by slot: rows in a file, the newest (or, while they are few, all of
-/// them) in memory.
+/// The float vectors by slot: rows in a file, the newest (or, while they are few or when told
+/// to, all of them) in memory.
 pub struct Originals {
     dim: usize,
     backing: Option<Backing>,
-    /// Rows `first..` in memory: every row the file lacks, and every row while they are few.
+    /// Rows `first..` in memory: every row the file lacks, and every row while they fit the
+    /// budget.
     memory: Vec<f32>,
     first: usize,
     /// Per row, a checksum of its bytes: the index file keeps them, and a load checks rows
     /// of the vectors file against them.
     pub(crate) sums: Vec<u32>,
+    /// Every row stays in memory while all of them take at most this many bytes
+    /// ([`HELD_BYTES`], or unlimited once told to hold them all).
+    pub(crate) budget: usize,
 }
 
 impl Originals {
@@ -83,6 +89,7 @@ impl Originals {
             memory: Vec::new(),
             first: 0,
             sums: Vec::new(),
+            budget: HELD_BYTES,
         }
     }
 
@@ -117,7 +124,25 @@ impl Originals {
 
     /// Whether `rows` rows are few enough to keep in memory as well.
     fn held(&self, rows: usize) -> bool {
-        rows * self.dim * 4 <= HELD_BYTES
+        rows * self.dim * 4 <= self.budget
+    }
+
+    /// Keeps every row in memory as well (`all`), reading in those only the file holds; or
+    /// back to holding them only while they are few, dropping the rows the file holds.
+    pub fn hold_all(&mut self, all: bool) -> Result<()> {
+        self.budget = if all { usize::MAX } else { HELD_BYTES };
+        match &self.backing {
+            Some(b) if self.first > 0 && self.held(self.len()) => {
+                let mut rows = vec![0.0; self.first * self.dim];
+                read_rows(&b.file, self.dim, 0, &mut rows)
+                    .map_err(|e| io("read", b.path.as_deref(), e))?;
+                rows.extend_from_slice(&self.memory);
+                self.memory = rows;
+                self.first = 0;
+            }
+            _ => self.keep_if_held(),
+        }
+        Ok(())
     }
 
     /// The rows the file lacks.
@@ -261,11 +286,9 @@ impl Originals {
     pub(crate) fn over(dim: usize, backing: Backing, sums: Vec<u32>) -> Result<Originals> {
         let rows = backing.rows;
         let mut originals = Originals {
-            dim,
-            backing: None,
-            memory: Vec::new(),
             first: rows,
             sums,
+            ..Originals::new(dim)
         };
         if originals.held(rows) {
             originals.memory = vec![0.0; rows * dim];

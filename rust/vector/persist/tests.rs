@@ -194,6 +194,80 @@ fn a_small_index_keeps_its_rows_in_memory_and_a_larger_one_reads_them_from_its_f
 }
 
 #[test]
+fn an_index_told_to_hold_its_vectors_keeps_every_row_and_answers_the_same() {
+    // 700 x 12 floats are past the tests' 32 kB: unheld, a loaded index reads them from its file.
+    let n = 700;
+    let data = clustered(32, n, 12, 7);
+    let mut idx = VectorIndex::new(12, Metric::Cosine, 8, 60, 5).unwrap();
+    let flat: Vec<f32> = data.iter().flatten().copied().collect();
+    idx.add(
+        (0..n).map(|i| format!("id-{i}")).collect(),
+        &flat,
+        metas(0..n),
+    )
+    .unwrap();
+    idx.link_pending(n);
+    let path = temp("hold-all.hnsw");
+    full_save(&mut idx, &path, 1, "db");
+    let (plain, _, _) = load(&path).unwrap();
+    let (mut held, _, _) = load(&path).unwrap();
+    assert_eq!(held.graph.originals.in_memory(), 0);
+    held.hold_vectors(true).unwrap();
+    assert_eq!(held.graph.originals.in_memory(), n, "every row read in");
+    for slot in (0..n as u32).step_by(7) {
+        let (a, b) = (&plain.graph.originals, &held.graph.originals);
+        assert_eq!(a.get(slot).unwrap(), b.get(slot).unwrap());
+    }
+    let filter = Filter::vector(&Input::Map(vec![(
+        "thread_id".into(),
+        Input::Str("t4".into()),
+    )]))
+    .unwrap()
+    .unwrap();
+    for q in data.iter().step_by(25) {
+        for f in [None, Some(&filter)] {
+            let (a, b) = (
+                plain.search(q, 5, f, None).unwrap(),
+                held.search(q, 5, f, None).unwrap(),
+            );
+            let pairs = |hits: Vec<crate::vector::Hit>| {
+                hits.into_iter()
+                    .map(|h| (h.id, h.score))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(pairs(a), pairs(b), "the same hits and exact scores");
+        }
+    }
+    // New rows stay, and so does the setting through a compaction: 800 rows are past the
+    // tests' 32 kB, so a store not told to hold them would drop them once written.
+    let more: Vec<f32> = clustered(33, 300, 12, 7).into_iter().flatten().collect();
+    held.add(
+        (0..300).map(|i| format!("new-{i}")).collect(),
+        &more,
+        metas(0..300),
+    )
+    .unwrap();
+    held.remove(
+        &(0..600)
+            .step_by(3)
+            .map(|i| format!("id-{i}"))
+            .collect::<Vec<_>>(),
+    );
+    held.compact();
+    let originals = &mut held.graph.originals;
+    assert_eq!(originals.len(), 800, "compacted");
+    originals.spill().unwrap();
+    assert_eq!(originals.stored(), 800);
+    assert_eq!(originals.in_memory(), 800);
+    held.hold_vectors(false).unwrap();
+    assert_eq!(
+        held.graph.originals.in_memory(),
+        0,
+        "the file's rows dropped"
+    );
+}
+
+#[test]
 fn a_small_change_appends_about_its_size_and_reloads_equal() {
     let (mut idx, data) = sample();
     let path = temp("append.hnsw");
