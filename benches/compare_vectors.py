@@ -262,8 +262,8 @@ def memory_child(name: str, path: str, dim: int) -> None:
     """The body of one memory run: import, read the baseline, load, run queries (what they
     touch counts too: threadrecall reads float vectors from its vectors file as it re-ranks),
     read again."""
-    module = {"threadrecall": "threadrecall.vector", "hnswlib": "hnswlib"}.get(
-        name, "faiss" if name.startswith("faiss") else "usearch.index")
+    module = ("threadrecall.vector" if name.startswith("threadrecall") else "hnswlib" if name == "hnswlib"
+              else "faiss" if name.startswith("faiss") else "usearch.index")
     __import__(module)
     gc.collect()
     baseline = peers.rss_bytes()

@@ -32,6 +32,7 @@ class Threadrecall:
 
     name = "threadrecall"
     has_batch = False
+    hold_vectors = False  # the store's setting: its float vectors in memory too
 
     def __init__(self, dim: int, workdir: Path, threads: int = 1) -> None:
         from threadrecall.vector import HnswVectorStore
@@ -39,7 +40,8 @@ class Threadrecall:
         self.dim = dim
         workdir.mkdir(parents=True, exist_ok=True)
         self.path = workdir / "threadrecall.duckdb"
-        self.store = HnswVectorStore(str(self.path), m=M, ef_construction=EF_CONSTRUCTION, threads=threads)
+        self.store = HnswVectorStore(str(self.path), m=M, ef_construction=EF_CONSTRUCTION, threads=threads,
+                                     hold_vectors=self.hold_vectors)
         self.store.create_index(INDEX, dim, "cosine")
 
     def upsert(self, data: np.ndarray, metas: list[dict]) -> None:
@@ -58,11 +60,11 @@ class Threadrecall:
     def close(self) -> None:
         self.store.close()
 
-    @staticmethod
-    def load(path: str, dim: int) -> Any:
+    @classmethod
+    def load(cls, path: str, dim: int) -> Any:
         from threadrecall.vector import HnswVectorStore
 
-        store = HnswVectorStore(path, m=M, ef_construction=EF_CONSTRUCTION)
+        store = HnswVectorStore(path, m=M, ef_construction=EF_CONSTRUCTION, hold_vectors=cls.hold_vectors)
         store.query(INDEX, np.ones(dim, dtype=np.float32), top_k=10)  # loads the index file
         return store
 
@@ -70,6 +72,13 @@ class Threadrecall:
     def search_all(store: Any, queries: np.ndarray, k: int) -> None:
         for q in queries:
             store.query(INDEX, q, top_k=k)
+
+
+class ThreadrecallHeld(Threadrecall):
+    """The same store with ``hold_vectors=True``: a re-rank reads its float vectors from memory."""
+
+    name = "threadrecall, vectors held"
+    hold_vectors = True
 
 
 class Hnswlib:
@@ -251,9 +260,9 @@ class UsearchI8(_Usearch):
 
 
 PEERS = [Hnswlib, FaissFlat, FaissSQ8, UsearchF32, UsearchI8]
-LOADERS = {cls.name: cls.load for cls in [Threadrecall, *PEERS]}
+LOADERS = {cls.name: cls.load for cls in [Threadrecall, ThreadrecallHeld, *PEERS]}
 # What the memory run searches with once loaded: pages touched by searches count too.
-QUERIERS = {cls.name: cls.search_all for cls in [Threadrecall, *PEERS]}
+QUERIERS = {cls.name: cls.search_all for cls in [Threadrecall, ThreadrecallHeld, *PEERS]}
 
 
 def available() -> tuple[list[type], list[str]]:
