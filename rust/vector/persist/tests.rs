@@ -150,22 +150,34 @@ fn a_loaded_index_scores_with_the_exact_float_vectors() {
     }
 }
 
+/// `n` clustered 12-d vectors (seed `seed`), linked and saved to the temporary file `name`.
+fn saved_clustered(
+    seed: u64,
+    n: usize,
+    metric: Metric,
+    name: &str,
+) -> (Vec<Vec<f32>>, VectorIndex, PathBuf) {
+    let data = clustered(seed, n, 12, 7);
+    let mut idx = VectorIndex::new(12, metric, 8, 60, 5).unwrap();
+    let flat: Vec<f32> = data.iter().flatten().copied().collect();
+    idx.add(
+        (0..n).map(|i| format!("id-{i}")).collect(),
+        &flat,
+        metas(0..n),
+    )
+    .unwrap();
+    idx.link_pending(n);
+    let path = temp(name);
+    full_save(&mut idx, &path, 1, "db");
+    (data, idx, path)
+}
+
 #[test]
 fn a_small_index_keeps_its_rows_in_memory_and_a_larger_one_reads_them_from_its_file() {
     // In tests an index keeps its rows while they take 32 kB: 600 x 12 floats do, 700 do not.
     for (n, held) in [(600, true), (700, false)] {
-        let data = clustered(31, n, 12, 7);
-        let mut idx = VectorIndex::new(12, Metric::Euclidean, 8, 60, 5).unwrap();
-        let flat: Vec<f32> = data.iter().flatten().copied().collect();
-        idx.add(
-            (0..n).map(|i| format!("id-{i}")).collect(),
-            &flat,
-            metas(0..n),
-        )
-        .unwrap();
-        idx.link_pending(n);
-        let path = temp(&format!("held-{n}.hnsw"));
-        full_save(&mut idx, &path, 1, "db");
+        let (data, idx, path) =
+            saved_clustered(31, n, Metric::Euclidean, &format!("held-{n}.hnsw"));
         let (back, _, _) = load(&path).unwrap();
         for index in [&idx, &back] {
             let originals = &index.graph.originals;
@@ -197,18 +209,7 @@ fn a_small_index_keeps_its_rows_in_memory_and_a_larger_one_reads_them_from_its_f
 fn an_index_told_to_hold_its_vectors_keeps_every_row_and_answers_the_same() {
     // 700 x 12 floats are past the tests' 32 kB: unheld, a loaded index reads them from its file.
     let n = 700;
-    let data = clustered(32, n, 12, 7);
-    let mut idx = VectorIndex::new(12, Metric::Cosine, 8, 60, 5).unwrap();
-    let flat: Vec<f32> = data.iter().flatten().copied().collect();
-    idx.add(
-        (0..n).map(|i| format!("id-{i}")).collect(),
-        &flat,
-        metas(0..n),
-    )
-    .unwrap();
-    idx.link_pending(n);
-    let path = temp("hold-all.hnsw");
-    full_save(&mut idx, &path, 1, "db");
+    let (data, _, path) = saved_clustered(32, n, Metric::Cosine, "hold-all.hnsw");
     let (plain, _, _) = load(&path).unwrap();
     let (mut held, _, _) = load(&path).unwrap();
     assert_eq!(held.graph.originals.in_memory(), 0);
