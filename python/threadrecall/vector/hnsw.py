@@ -869,7 +869,10 @@ class HnswVectorStore(AsyncTwins):
                 and file_generation <= generation):
             return None
         if self.hold_vectors:
-            index.hold_vectors(True)
+            try:
+                index.hold_vectors(True)
+            except StorageError:  # its vectors file cannot be read after all
+                return None
         if index.texts_missing:  # a file of the previous format
             rows = self.rows.texts(name)
             index.fill_texts([r[0] for r in rows], [r[1] for r in rows])

@@ -128,14 +128,17 @@ impl Originals {
     }
 
     /// Keeps every row in memory as well (`all`), reading in those only the file holds; or
-    /// back to holding them only while they are few, dropping the rows the file holds.
+    /// back to holding them only while they are few, dropping the rows the file holds. A
+    /// failed read changes nothing.
     pub fn hold_all(&mut self, all: bool) -> Result<()> {
-        self.budget = if all { usize::MAX } else { HELD_BYTES };
+        let before = std::mem::replace(&mut self.budget, if all { usize::MAX } else { HELD_BYTES });
         match &self.backing {
             Some(b) if self.first > 0 && self.held(self.len()) => {
                 let mut rows = vec![0.0; self.first * self.dim];
-                read_rows(&b.file, self.dim, 0, &mut rows)
-                    .map_err(|e| io("read", b.path.as_deref(), e))?;
+                if let Err(e) = read_rows(&b.file, self.dim, 0, &mut rows) {
+                    self.budget = before;
+                    return Err(io("read", b.path.as_deref(), e));
+                }
                 rows.extend_from_slice(&self.memory);
                 self.memory = rows;
                 self.first = 0;
