@@ -132,19 +132,28 @@ impl Originals {
     /// failed read changes nothing.
     pub fn hold_all(&mut self, all: bool) -> Result<()> {
         let before = std::mem::replace(&mut self.budget, if all { usize::MAX } else { HELD_BYTES });
-        match &self.backing {
-            Some(b) if self.first > 0 && self.held(self.len()) => {
-                let mut rows = vec![0.0; self.first * self.dim];
-                if let Err(e) = read_rows(&b.file, self.dim, 0, &mut rows) {
-                    self.budget = before;
-                    return Err(io("read", b.path.as_deref(), e));
-                }
-                rows.extend_from_slice(&self.memory);
-                self.memory = rows;
-                self.first = 0;
-            }
-            _ => self.keep_if_held(),
+        if let Err(e) = self.read_in() {
+            self.budget = before;
+            return Err(e);
         }
+        self.keep_if_held();
+        Ok(())
+    }
+
+    /// Reads the rows only the file holds into memory, when every row fits the budget.
+    fn read_in(&mut self) -> Result<()> {
+        let Some(b) = self
+            .backing
+            .as_ref()
+            .filter(|_| self.first > 0 && self.held(self.len()))
+        else {
+            return Ok(());
+        };
+        let mut rows = vec![0.0; self.first * self.dim];
+        read_rows(&b.file, self.dim, 0, &mut rows).map_err(|e| io("read", b.path.as_deref(), e))?;
+        rows.extend_from_slice(&self.memory);
+        self.memory = rows;
+        self.first = 0;
         Ok(())
     }
 
@@ -287,19 +296,13 @@ impl Originals {
 
     /// Rows over an opened file of `rows` rows, read into memory as well when they are few.
     pub(crate) fn over(dim: usize, backing: Backing, sums: Vec<u32>) -> Result<Originals> {
-        let rows = backing.rows;
         let mut originals = Originals {
-            first: rows,
+            first: backing.rows,
+            backing: Some(backing),
             sums,
             ..Originals::new(dim)
         };
-        if originals.held(rows) {
-            originals.memory = vec![0.0; rows * dim];
-            read_rows(&backing.file, dim, 0, &mut originals.memory)
-                .map_err(|e| io("read", backing.path.as_deref(), e))?;
-            originals.first = 0;
-        }
-        originals.backing = Some(backing);
+        originals.read_in()?;
         Ok(originals)
     }
 }
