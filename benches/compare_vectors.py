@@ -50,7 +50,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
@@ -278,17 +278,18 @@ def memory_child(name: str, path: str, dim: int) -> None:
 class Workload:
     """One data shape: vectors, queries, metadata, ground truth and the filter plans."""
 
-    def __init__(self, shape: Shape, size: Size) -> None:
+    def __init__(self, shape: Shape, size: Size, filters: Sequence[FilterCase] = FILTERS,
+                 metadata: Callable[[int], dict] = metadata_for) -> None:
         rng = np.random.default_rng(SEED + shape.n + shape.dim)
         centres = rng.standard_normal((shape.clusters, shape.dim), dtype=np.float32)
         self.shape = shape
         self.data = mixture(rng, shape.n, centres, shape.spread)
         self.queries = mixture(rng, size.queries, centres, shape.spread)
         self.truth = exact_top_k(self.data, self.queries, K)
-        self.metas = [metadata_for(i) for i in range(shape.n)]
+        self.metas = [metadata(i) for i in range(shape.n)]
         ids = np.arange(shape.n)
         self.filters = {}
-        for case in FILTERS:
+        for case in filters:
             groups = sorted({j % case.groups for j in range(size.filtered)})
             members = {g: ids[case.allows(ids, g)] for g in groups}
             subsets = {g: self.data[m] for g, m in members.items()}

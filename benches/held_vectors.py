@@ -11,10 +11,15 @@ median pass); each store's filtered queries at its planner's breadth in turn wit
 the prebuilt allowed rows; and the resident memory a fresh process adds opening each store and
 running 1,000 queries, beyond what it adds for the same store over a file whose index is empty.
 
+``--other-data`` checks the same on shapes and filter keys no other bench uses, right after the
+bulk upsert: each store built in turn through the public API (one thread) and timed as soon as
+its upsert returns, the filters on a string key (0.2 %), a float range (2 %) and a ``$nin`` (60 %).
+
     python benches/held_vectors.py                         # 100k x 384 and 50k x 128
     python benches/held_vectors.py --shapes '50k x 128'
+    python benches/held_vectors.py --other-data            # 30k x 200 and 12k x 1024
 
-Writes ``results/held_vectors.md``.
+Writes ``results/held_vectors.md`` (``results/held_vectors_other_data.md``).
 """
 
 from __future__ import annotations
@@ -33,6 +38,36 @@ import vector_peers as peers  # noqa: E402
 
 SIDES = {"default": peers.Threadrecall, "held": peers.ThreadrecallHeld}
 
+OTHER_SHAPES = (cv.Shape("30k x 200", 30_000, 200, 40, 0.6), cv.Shape("12k x 1024", 12_000, 1024, 60, 0.5))
+KINDS = "abcde"
+OTHER_FILTERS = [
+    cv.FilterCase("room == string", "0.2 %", 500, lambda g: {"room": f"r{g}"}, lambda ids, g: ids % 500 == g),
+    cv.FilterCase("score range (floats)", "2 %", 50, lambda g: {"score": {"$gt": 20 * g, "$lt": 20 * g + 20}},
+                  lambda ids, g: ids * 37 % 1000 // 20 == g),
+    cv.FilterCase("kind $nin (2 of 5)", "60 %", 5, lambda g: {"kind": {"$nin": [KINDS[g], KINDS[(g + 1) % 5]]}},
+                  lambda ids, g: (ids % 5 != g) & (ids % 5 != (g + 1) % 5)),
+]
+
+
+def other_metadata(i: int) -> dict:
+    return {"room": f"r{i % 500}", "score": float(i * 37 % 1000) + 0.25, "kind": KINDS[i % 5]}
+
+
+def timed(libs: dict[str, Any], work: cv.Workload) -> dict[str, Any]:
+    """The stores and hnswlib (built on the same data here) at matched recall, in turn; each
+    store's filtered queries in turn with numpy's scan of the prebuilt allowed rows."""
+    libs["hnswlib"] = peers.Hnswlib(work.shape.dim)
+    libs["hnswlib"].build(work.data)
+    results: dict[str, dict] = {name: {} for name in libs}
+    for name, lib in libs.items():
+        cv.measure_queries(lib, work, results[name])
+    cv.interleaved(libs, results, work.queries)
+    numpy_side: dict[str, dict] = {name: {} for name in SIDES}
+    for name in SIDES:
+        cv.filters_in_turn(libs[name], work, results[name], numpy_side[name])
+    cases = [(label, case.selectivity) for label, (case, *_) in work.filters.items()]
+    return {"results": results, "numpy": numpy_side, "cases": cases}
+
 
 def measure(shape: cv.Shape, workdir: Path) -> dict[str, Any]:
     work = cv.Workload(shape, cv.SIZES["full"])
@@ -42,22 +77,27 @@ def measure(shape: cv.Shape, workdir: Path) -> dict[str, Any]:
     built.close()
     shutil.copytree(workdir / "default", workdir / "held")
     libs: dict[str, Any] = {name: cls(shape.dim, workdir / name) for name, cls in SIDES.items()}
-    libs["hnswlib"] = peers.Hnswlib(shape.dim)
-    libs["hnswlib"].build(work.data)
-    results: dict[str, dict] = {name: {} for name in libs}
-    for name, lib in libs.items():
-        cv.measure_queries(lib, work, results[name])
-    cv.interleaved(libs, results, work.queries)
-    numpy_side: dict[str, dict] = {name: {} for name in SIDES}
-    for name in SIDES:
-        cv.filters_in_turn(libs[name], work, results[name], numpy_side[name])
+    out = timed(libs, work)
     for name in SIDES:
         libs[name].close()
-        results[name]["memory"] = cv.memory(SIDES[name].name, libs[name].path, shape.dim)
+        out["results"][name]["memory"] = cv.memory(SIDES[name].name, libs[name].path, shape.dim)
     empty = peers.Threadrecall(shape.dim, workdir / "empty")
     empty.close()
-    fixed = cv.memory(empty.name, empty.path, shape.dim)  # DuckDB and a store whose index is empty
-    return {"results": results, "numpy": numpy_side, "raw_bytes": shape.n * shape.dim * 4, "fixed": fixed}
+    out["fixed"] = cv.memory(empty.name, empty.path, shape.dim)  # DuckDB and a store whose index is empty
+    out["raw_bytes"] = shape.n * shape.dim * 4
+    return out
+
+
+def after_upsert(shape: cv.Shape, workdir: Path) -> dict[str, Any]:
+    work = cv.Workload(shape, cv.SIZES["full"], OTHER_FILTERS, other_metadata)
+    libs: dict[str, Any] = {}
+    for name, cls in SIDES.items():
+        libs[name] = cls(shape.dim, workdir / name)
+        libs[name].upsert(work.data, work.metas)
+    out = timed(libs, work)
+    for name in SIDES:
+        libs[name].close()
+    return out
 
 
 def report(shape: cv.Shape, m: dict[str, Any]) -> str:
@@ -76,37 +116,43 @@ def report(shape: cv.Shape, m: dict[str, Any]) -> str:
                          f"**{theirs['us'] / ours['us']:.2f}x** hnswlib's QPS")
         hnsw = "" if theirs is None else f" (hnswlib {theirs['us']:.1f} µs at ef {theirs['ef']})"
         lines.append(f"| QPS at recall@10 {target}{hnsw} | {cells[0]} | {cells[1]} |")
-    for label, selectivity in ((c.label, c.selectivity) for c in cv.FILTERS):
+    for label, selectivity in m["cases"]:
         cells = []
         for name in SIDES:
             ours, scan = results[name]["filtered"][label], numpy_side[name]["filtered"][label]
             cells.append(f"{ours['us']:.1f} µs (recall {ours['recall']:.3f}) against numpy's "
                          f"{scan['us']:.1f}: **{scan['us'] / ours['us']:.2f}x**")
         lines.append(f"| `{label}` ({selectivity}) | {cells[0]} | {cells[1]} |")
-    beyond = [results[name]["memory"] - m["fixed"] for name in SIDES]
-    memory = [f"{b / 2**20:.1f} MiB, **{b / m['raw_bytes']:.2f}x** the raw vectors" for b in beyond]
-    lines.append(f"| resident memory of the index (a fresh process's, beyond the empty store's "
-                 f"{m['fixed'] / 2**20:.1f} MiB) | {memory[0]} | {memory[1]} |")
+    if "fixed" in m:
+        beyond = [results[name]["memory"] - m["fixed"] for name in SIDES]
+        memory = [f"{b / 2**20:.1f} MiB, **{b / m['raw_bytes']:.2f}x** the raw vectors" for b in beyond]
+        lines.append(f"| resident memory of the index (a fresh process's, beyond the empty store's "
+                     f"{m['fixed'] / 2**20:.1f} MiB) | {memory[0]} | {memory[1]} |")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", metavar="LABEL", help="only these shapes, by label")
+    parser.add_argument("--other-data", action="store_true",
+                        help="other shapes and filter keys, timed right after the bulk upsert")
     args = parser.parse_args()
-    shapes = [s for s in cv.SIZES["full"].shapes if args.shapes is None or s.label in args.shapes]
-    parts = ["# Float vectors on file or held in memory\n",
-             f"`python benches/held_vectors.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+    every, run, out, title = ((OTHER_SHAPES, after_upsert, "held_vectors_other_data.md",
+                               "on other data, right after the bulk upsert") if args.other_data else
+                              (cv.SIZES["full"].shapes, measure, "held_vectors.md", "on file or held in memory"))
+    shapes = [s for s in every if args.shapes is None or s.label in args.shapes]
+    command = "python benches/held_vectors.py" + (" --other-data" if args.other_data else "")
+    parts = [f"# Float vectors {title}\n",
+             f"`{command}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
              f"commit {cv._commit()}; see the script for what is timed.\n"]
     for shape in shapes:
         workdir = peers.temporary_dir()
         try:
-            parts.append(report(shape, measure(shape, workdir)))
+            parts.append(report(shape, run(shape, workdir)))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         print(parts[-1], flush=True)
-    (Path(__file__).parent / "results" / "held_vectors.md").write_text("\n".join(parts))
-
+    (Path(__file__).parent / "results" / out).write_text("\n".join(parts))
 
 if __name__ == "__main__":
     main()
