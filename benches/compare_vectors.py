@@ -309,10 +309,9 @@ def measure_ours(work: Workload, workdir: Path) -> tuple[dict, Any]:
     start, wall = time.process_time(), time.perf_counter()
     lib.upsert(work.data, work.metas)
     result["upsert_s"] = time.process_time() - start
-    fresh_started = time.perf_counter(), time.thread_time()
+    fresh_wall, fresh_cpu = time.perf_counter(), time.thread_time()
     fresh(lib, work, result)
-    fresh_wall = time.perf_counter() - fresh_started[0]
-    fresh_cpu = time.thread_time() - fresh_started[1]
+    fresh_wall, fresh_cpu = time.perf_counter() - fresh_wall, time.thread_time() - fresh_cpu
     lib.link()
     # Whole-process CPU (the background linker and DuckDB threads too), minus this thread's
     # during the fresh queries (the queries and the sweep's own work around them).
